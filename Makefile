@@ -1,0 +1,32 @@
+# Two entry points for a newcomer: `make demo` and `make test`. Both build .venv on first use.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-dev
+
+.PHONY: demo test bench lab clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# Re-install only when the project's dependency list changes.
+$(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/cyber-agent demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q tests $(if $(wildcard notebooks/*.ipynb),&& $(BIN)/python -m pytest -q --nbval-lax --nbval-current-env --nbval-cell-timeout=120 notebooks,)
+
+bench: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	$(BIN)/python bench/run_all.py
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab notebooks
+
+clean:
+	rm -rf $(VENV) .trace

@@ -1,0 +1,1 @@
+"""cyber_agent: run LLM agents and study what they did."""

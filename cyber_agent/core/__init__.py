@@ -1,0 +1,1 @@
+"""Core: the runner loop, tool dispatch, prompt assembly and mode policy."""

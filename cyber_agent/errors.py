@@ -1,0 +1,183 @@
+"""Every error cyber_agent raises, in one tree.
+
+    CyberAgentError
+    ├── ConfigurationError          a setting is missing or invalid (names the setting)
+    ├── InvalidIdError              an id is malformed or could escape the store
+    ├── NotFoundError
+    │   ├── TraceNotFoundError
+    │   ├── MessageNotFoundError
+    │   └── GoalNotFoundError
+    ├── StoreError
+    │   ├── CorruptRecordError      a persisted file cannot be parsed (carries its path)
+    │   ├── ConflictError           a write that contradicts persisted state
+    │   └── InvalidUpdateError      an update names an unknown or read-only field
+    ├── GoalError                   an invalid goal-tree operation (the model sees it)
+    ├── ToolError                   a tool call that cannot run (the model sees it)
+    │   ├── UnknownToolError
+    │   └── ToolArgumentError
+    ├── LLMError                    a provider call failed
+    │   ├── LLMHTTPError            non-retryable HTTP status (4xx)
+    │   ├── LLMTransportError       network failure after retries
+    │   └── ReplayDivergenceError   a replayed run asked something the recording did not hold
+    └── RunError                    a run cannot start or continue
+        └── BudgetExceededError     a tree-wide budget refused work
+
+Control-flow signals (approval required, stop requested) are not errors and live beside the
+code that raises them. Exceptions carry data; they never log.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "BudgetExceededError",
+    "ConfigurationError",
+    "ConflictError",
+    "CorruptRecordError",
+    "CyberAgentError",
+    "GoalError",
+    "GoalNotFoundError",
+    "InvalidIdError",
+    "InvalidUpdateError",
+    "LLMError",
+    "LLMHTTPError",
+    "LLMTransportError",
+    "MessageNotFoundError",
+    "NotFoundError",
+    "ReplayDivergenceError",
+    "RunError",
+    "StoreError",
+    "ToolArgumentError",
+    "ToolError",
+    "TraceNotFoundError",
+    "UnknownToolError",
+]
+
+
+class CyberAgentError(Exception):
+    """Base of every error raised by cyber_agent."""
+
+
+class ConfigurationError(CyberAgentError, ValueError):
+    """A setting is missing or invalid."""
+
+    def __init__(self, setting: str, message: str) -> None:
+        self.setting = setting
+        super().__init__(f"{setting}: {message}")
+
+
+class InvalidIdError(CyberAgentError, ValueError):
+    """An id is malformed or could escape the store's directory."""
+
+    def __init__(self, kind: str, value: object, reason: str) -> None:
+        self.kind = kind
+        self.value = value
+        super().__init__(f"invalid {kind} {value!r}: {reason}")
+
+
+class NotFoundError(CyberAgentError, LookupError):
+    """A record does not exist."""
+
+
+class TraceNotFoundError(NotFoundError):
+    """No trace has this id."""
+
+    def __init__(self, trace_id: str) -> None:
+        self.trace_id = trace_id
+        super().__init__(f"trace {trace_id!r} not found; list traces with store.list_traces()")
+
+
+class MessageNotFoundError(NotFoundError):
+    """No message has this id."""
+
+    def __init__(self, message_id: str) -> None:
+        self.message_id = message_id
+        super().__init__(f"message {message_id!r} not found")
+
+
+class GoalNotFoundError(NotFoundError):
+    """No goal has this id in the trace's goal tree."""
+
+    def __init__(self, trace_id: str, goal_id: str) -> None:
+        self.trace_id = trace_id
+        self.goal_id = goal_id
+        super().__init__(f"goal {goal_id!r} not found in trace {trace_id!r}")
+
+
+class StoreError(CyberAgentError):
+    """A store operation failed."""
+
+
+class CorruptRecordError(StoreError):
+    """A persisted file exists but cannot be parsed."""
+
+    def __init__(self, path: Path | str, reason: str) -> None:
+        self.path = Path(path)
+        super().__init__(f"corrupt record {self.path}: {reason}; restore the file or remove its trace")
+
+
+class ConflictError(StoreError):
+    """A write contradicts persisted state (duplicate id, decision already taken, ...)."""
+
+
+class InvalidUpdateError(StoreError, ValueError):
+    """An update names an unknown or read-only field, or a value of the wrong type."""
+
+
+class GoalError(CyberAgentError, ValueError):
+    """A goal-tree operation is invalid; the message is meant for the model."""
+
+
+class ToolError(CyberAgentError):
+    """A tool call cannot run; the message goes back to the model as the tool result."""
+
+
+class UnknownToolError(ToolError):
+    """The tool is not registered or not exposed to this run."""
+
+    def __init__(self, name: str, available: list[str]) -> None:
+        self.name = name
+        self.available = available
+        shown = ", ".join(sorted(available)) or "none"
+        super().__init__(f"tool {name!r} is not available to this agent; available tools: {shown}")
+
+
+class ToolArgumentError(ToolError):
+    """The arguments of a tool call do not validate."""
+
+
+class LLMError(CyberAgentError):
+    """A model call failed."""
+
+
+class LLMHTTPError(LLMError):
+    """The provider answered with a non-retryable HTTP status."""
+
+    def __init__(self, status_code: int, body: str, url: str) -> None:
+        self.status_code = status_code
+        self.body = body
+        self.url = url
+        super().__init__(f"provider returned HTTP {status_code} for {url}: {body[:500]}")
+
+
+class LLMTransportError(LLMError):
+    """The provider could not be reached, or kept failing, after all retries."""
+
+
+class ReplayDivergenceError(LLMError):
+    """A replayed run asked for something the recording does not hold."""
+
+
+class RunError(CyberAgentError):
+    """A run cannot start or continue."""
+
+
+class BudgetExceededError(RunError):
+    """A tree-wide resource budget refused more work."""
+
+    def __init__(self, resource: str, used: float, limit: float) -> None:
+        self.resource = resource
+        self.used = used
+        self.limit = limit
+        super().__init__(f"budget exceeded: {resource} used {used} of limit {limit}")

@@ -1,0 +1,129 @@
+"""Wire-level types shared by every model provider and by the trace records.
+
+`llm/` is the lowest leaf of the package: it imports nothing else from cyber_agent except
+`errors`. `trace/` reuses `ToolCall` and `Usage` from here so a message stores exactly what a
+provider returned.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["DeltaCallback", "LLMCall", "LLMResponse", "ToolCall", "Usage"]
+
+DeltaCallback = Callable[[str], None]
+
+
+class ToolCall(BaseModel):
+    """One tool call requested by a model."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    """Provider-assigned call id; tool results refer back to it."""
+    name: str
+    """Name of the tool the model asked for."""
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    """Parsed JSON arguments (empty when they could not be parsed)."""
+    raw_arguments: str | None = None
+    """The argument text as the model sent it, kept when it did not parse."""
+    parse_error: str | None = None
+    """Why the arguments did not parse; the runner returns it to the model as a tool error."""
+
+    def to_openai(self) -> dict[str, Any]:
+        """Render as an OpenAI chat-completions `tool_calls` entry."""
+        import json
+
+        args = self.raw_arguments if self.parse_error else json.dumps(self.arguments, ensure_ascii=False)
+        return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": args}}
+
+
+class Usage(BaseModel):
+    """Token usage and charge of one or more model calls."""
+
+    prompt_tokens: int = 0
+    """Input tokens, including cached ones."""
+    completion_tokens: int = 0
+    """Output tokens."""
+    cached_tokens: int = 0
+    """Input tokens served from the provider's prompt cache."""
+    cost_usd: float | None = None
+    """Charge reported by the provider; None when it reported none."""
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        cost = None
+        if self.cost_usd is not None or other.cost_usd is not None:
+            cost = (self.cost_usd or 0.0) + (other.cost_usd or 0.0)
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            cost_usd=cost,
+        )
+
+
+class LLMResponse(BaseModel):
+    """What one model call returned: text, tool calls, usage and cost."""
+
+    content: str = ""
+    """Assistant text (may be empty when the model only calls tools)."""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    """Tool calls in the order the model made them."""
+    usage: Usage = Field(default_factory=Usage)
+    """Token usage of this call."""
+    cost: float = 0.0
+    """USD cost: the provider's charge when reported, else a price-table lower bound."""
+    cost_estimated: bool = False
+    """True when `cost` comes from the price table rather than the provider."""
+    model: str = ""
+    """Model name that answered."""
+    finish_reason: str | None = None
+    """Provider finish reason (stop, tool_calls, length, ...)."""
+
+    @classmethod
+    def coerce(cls, value: LLMResponse | Mapping[str, Any]) -> LLMResponse:
+        """Accept an LLMResponse or the original design's dict (content, tool_calls, prompt_tokens, ...)."""
+        if isinstance(value, LLMResponse):
+            return value
+        data = dict(value)
+        if "usage" not in data:
+            data["usage"] = {
+                "prompt_tokens": data.pop("prompt_tokens", 0) or 0,
+                "completion_tokens": data.pop("completion_tokens", 0) or 0,
+                "cached_tokens": data.pop("cached_tokens", 0) or 0,
+            }
+        calls = []
+        for call in data.get("tool_calls") or []:
+            if isinstance(call, Mapping) and "function" in call:
+                from cyber_agent.llm.toolcall_json import parse_tool_arguments
+
+                fn = call["function"]
+                calls.append(parse_tool_arguments(call.get("id", ""), fn.get("name", ""), fn.get("arguments")))
+            else:
+                calls.append(call)
+        data["tool_calls"] = calls
+        data["content"] = data.get("content") or ""
+        return cls.model_validate(data)
+
+
+@runtime_checkable
+class LLMCall(Protocol):
+    """The model contract: any async callable with this shape plugs into the runner."""
+
+    async def __call__(
+        self,
+        messages: list[dict[str, Any]],
+        model: str,
+        tools: list[dict[str, Any]] | None = None,
+        temperature: float | None = None,
+        *,
+        on_delta: DeltaCallback | None = None,
+    ) -> LLMResponse: ...

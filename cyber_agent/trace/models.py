@@ -1,0 +1,216 @@
+"""Trace and Message records (SPEC T1, T3).
+
+A Trace is one complete LLM interaction (a single call or an agent task); every sub-agent is
+its own Trace. Messages form a tree through `parent_sequence`; the main path runs from the
+trace's `head_sequence` back to the first message.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from cyber_agent.llm.types import ToolCall
+from cyber_agent.trace.trace_id import message_id_for, new_root_trace_id, validate_trace_id
+
+__all__ = [
+    "Message",
+    "MessageContent",
+    "MessageRole",
+    "Trace",
+    "TraceMode",
+    "TraceStatus",
+    "utc_now",
+]
+
+TraceMode = Literal["call", "agent"]
+TraceStatus = Literal["running", "completed", "failed", "stopped", "waiting_confirmation"]
+MessageRole = Literal["system", "user", "assistant", "tool"]
+
+_DESCRIPTION_LIMIT = 200
+
+
+def utc_now() -> datetime:
+    """Return the current time, timezone-aware in UTC."""
+    return datetime.now(timezone.utc)
+
+
+class Trace(BaseModel):
+    """One persisted run: metadata, totals, main-path head and extensible context."""
+
+    model_config = ConfigDict(extra="ignore", validate_assignment=False)
+
+    trace_id: str
+    """UUID for a root trace, `{parent}@{mode}-{timestamp}-{seq}` for a sub-trace."""
+    mode: TraceMode = "agent"
+    """`call` for a single LLM call, `agent` for a tool-using task."""
+    task: str | None = None
+    """The task as the user or parent stated it."""
+    parent_trace_id: str | None = None
+    """Trace that created this one (sub-traces only)."""
+    parent_goal_id: str | None = None
+    """Goal of the parent that triggered this sub-trace."""
+    agent_type: str | None = None
+    """Role of the agent: main, delegate, explore, validator, ..."""
+    name: str | None = None
+    """Human-readable run name."""
+    uid: str | None = None
+    """Id of the user who started the run."""
+    project_name: str | None = None
+    """Project the run belongs to."""
+    model: str | None = None
+    """Model the run uses."""
+    status: TraceStatus = "running"
+    """Lifecycle state."""
+    total_messages: int = 0
+    """Messages persisted so far; also the highest sequence, as sequences are dense from 1."""
+    total_prompt_tokens: int = 0
+    """Input tokens over all messages."""
+    total_completion_tokens: int = 0
+    """Output tokens over all messages."""
+    total_cached_tokens: int = 0
+    """Cached input tokens over all messages."""
+    total_tokens: int = 0
+    """Input plus output tokens."""
+    total_cost: float = 0.0
+    """USD cost over all messages."""
+    current_goal_id: str | None = None
+    """Goal currently in focus."""
+    head_sequence: int = 0
+    """Sequence of the main-path head; 0 when the trace has no message yet."""
+    result_summary: str | None = None
+    """Final answer or summary once the run ends."""
+    error_message: str | None = None
+    """Why the run failed or stopped."""
+    context: dict[str, Any] = Field(default_factory=dict)
+    """Extensible context: mode policy, lineage, protocol state, budget snapshot, run config."""
+    created_at: datetime = Field(default_factory=utc_now)
+    """Creation time (UTC)."""
+    updated_at: datetime = Field(default_factory=utc_now)
+    """Last update time (UTC)."""
+    completed_at: datetime | None = None
+    """When the run reached a final status."""
+
+    @classmethod
+    def create(cls, *, mode: TraceMode = "agent", task: str | None = None, **fields: Any) -> Trace:
+        """Create a root trace with a fresh UUID (pass `trace_id=` to choose one)."""
+        trace_id = fields.pop("trace_id", None) or new_root_trace_id()
+        return cls(trace_id=validate_trace_id(trace_id), mode=mode, task=task, **fields)
+
+    @property
+    def is_root(self) -> bool:
+        """True when the trace has no parent."""
+        return self.parent_trace_id is None
+
+
+class MessageContent(BaseModel):
+    """Assistant content: text plus the tool calls of one model turn."""
+
+    text: str | None = None
+    """Assistant text, if any."""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    """Tool calls of this turn."""
+
+
+class Message(BaseModel):
+    """One LLM-API message plus metadata, linked to a goal and to its parent message."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    message_id: str = ""
+    """`{trace_id}-{sequence:04d}`; assigned by the store when the message is added."""
+    trace_id: str
+    """Trace the message belongs to."""
+    sequence: int = 0
+    """Position in the trace, dense from 1; assigned by the store."""
+    role: MessageRole
+    """system, user, assistant or tool."""
+    goal_id: str | None = None
+    """Goal the message served."""
+    content: str | MessageContent | None = None
+    """Text, or for an assistant turn a MessageContent with text and tool calls."""
+    tool_call_id: str | None = None
+    """For tool messages: the call this result answers."""
+    tool_name: str | None = None
+    """For tool messages: the tool that produced the result."""
+    parent_sequence: int | None = None
+    """Sequence of the parent message; None for the first message of a branch."""
+    branch: str | None = None
+    """Side-branch label (e.g. 'reflection'); side-branch messages never move the head."""
+    description: str = ""
+    """Short generated description (see `Message.create`)."""
+    prompt_tokens: int = 0
+    """Input tokens of the model call that produced this message."""
+    completion_tokens: int = 0
+    """Output tokens of that call."""
+    cached_tokens: int = 0
+    """Cached input tokens of that call."""
+    cost: float = 0.0
+    """USD cost of that call."""
+    duration_ms: float | None = None
+    """Wall time of the model call or tool execution."""
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    """Free-form extras (compaction markers, tool status, truncation, ...)."""
+    created_at: datetime = Field(default_factory=utc_now)
+    """When the message was created (UTC)."""
+
+    @classmethod
+    def create(cls, *, trace_id: str, role: MessageRole, content: Any = None, **fields: Any) -> Message:
+        """Build a message and generate its description as the seed says."""
+        if isinstance(content, dict):
+            content = MessageContent.model_validate(content)
+        message = cls(trace_id=trace_id, role=role, content=content, **fields)
+        if not message.description:
+            message.description = message.describe()
+        return message
+
+    @property
+    def text(self) -> str:
+        """The text part of the content ('' when there is none)."""
+        if isinstance(self.content, MessageContent):
+            return self.content.text or ""
+        return self.content or ""
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        """Tool calls of an assistant message ([] otherwise)."""
+        return self.content.tool_calls if isinstance(self.content, MessageContent) else []
+
+    @property
+    def total_tokens(self) -> int:
+        """Input plus output tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+    def describe(self) -> str:
+        """Assistant: its text, else 'tool call: a, b'. Tool: the tool name. Others: the text."""
+        if self.role == "assistant":
+            if self.text:
+                return _clip(self.text)
+            names = ", ".join(call.name for call in self.tool_calls)
+            return f"tool call: {names}" if names else ""
+        if self.role == "tool":
+            return self.tool_name or ""
+        return _clip(self.text)
+
+    def assign(self, sequence: int) -> None:
+        """Set the store-assigned sequence and message id."""
+        self.sequence = sequence
+        self.message_id = message_id_for(self.trace_id, sequence)
+
+    def to_llm_message(self) -> dict[str, Any]:
+        """Render in OpenAI chat format for the next model call."""
+        if self.role == "assistant":
+            out: dict[str, Any] = {"role": "assistant", "content": self.text or None}
+            if self.tool_calls:
+                out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
+            return out
+        if self.role == "tool":
+            return {"role": "tool", "tool_call_id": self.tool_call_id or "", "content": self.text}
+        return {"role": self.role, "content": self.text}
+
+
+def _clip(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _DESCRIPTION_LIMIT else text[: _DESCRIPTION_LIMIT - 1] + "…"

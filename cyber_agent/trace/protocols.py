@@ -1,0 +1,116 @@
+"""The TraceStore protocol (SPEC T4): everything the runner, API and notebooks persist.
+
+A new store (SQLite, PostgreSQL, ...) implements this protocol and passes
+`tests/trace/test_store_conformance.py` by adding itself to the store fixture.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+from cyber_agent.trace.events import EventType, TraceEvent
+from cyber_agent.trace.goal_models import Goal, GoalTree
+from cyber_agent.trace.models import Message, Trace, TraceMode, TraceStatus
+
+__all__ = ["TraceStore"]
+
+
+@runtime_checkable
+class TraceStore(Protocol):
+    """Persistence of traces, goal trees, messages, events, resource usage and approvals."""
+
+    # Traces
+    async def create_trace(self, trace: Trace) -> str:
+        """Persist a new trace and an empty goal tree; return its id."""
+        ...
+
+    async def get_trace(self, trace_id: str) -> Trace | None:
+        """Return the trace, or None when it does not exist."""
+        ...
+
+    async def update_trace(self, trace_id: str, **updates: Any) -> Trace:
+        """Update trace fields; a status change appends `trace_status_changed`."""
+        ...
+
+    async def list_traces(
+        self,
+        *,
+        mode: TraceMode | None = None,
+        status: TraceStatus | None = None,
+        agent_type: str | None = None,
+        parent_trace_id: str | None = None,
+        created_by_tool: str | None = None,
+        uid: str | None = None,
+        limit: int | None = 50,
+    ) -> list[Trace]:
+        """Newest first; every filter is applied before `limit`."""
+        ...
+
+    # Tree-wide resource usage of a recursive root
+    async def get_resource_usage(self, root_trace_id: str) -> dict[str, Any] | None:
+        """Return the root's usage record, None if never written; raise CorruptRecordError if unreadable."""
+        ...
+
+    async def replace_resource_usage(self, root_trace_id: str, usage: dict[str, Any]) -> None:
+        """Atomically replace the root's usage record."""
+        ...
+
+    # Goal tree
+    async def get_goal_tree(self, trace_id: str) -> GoalTree | None:
+        """Return the trace's goal tree."""
+        ...
+
+    async def update_goal_tree(self, trace_id: str, tree: GoalTree) -> None:
+        """Replace the whole goal tree."""
+        ...
+
+    async def add_goal(self, trace_id: str, goal: Goal) -> None:
+        """Insert a goal and append `goal_added`."""
+        ...
+
+    async def update_goal(self, trace_id: str, goal_id: str, **updates: Any) -> list[Goal]:
+        """Update a goal (status changes follow the tree's cascade rule); append `goal_updated`."""
+        ...
+
+    # Messages
+    async def add_message(self, message: Message) -> str:
+        """Assign the next sequence, persist, update totals and goal stats, append `message_added`."""
+        ...
+
+    async def get_message(self, message_id: str) -> Message | None:
+        """Return the message, or None."""
+        ...
+
+    async def get_trace_messages(self, trace_id: str) -> list[Message]:
+        """All messages of the trace in sequence order, every branch included."""
+        ...
+
+    async def get_main_path_messages(self, trace_id: str, head_sequence: int) -> list[Message]:
+        """Messages from the first one to `head_sequence` along `parent_sequence`, in order."""
+        ...
+
+    async def get_messages_by_goal(self, trace_id: str, goal_id: str) -> list[Message]:
+        """Messages recorded under a goal, in sequence order."""
+        ...
+
+    async def update_message(self, message_id: str, **updates: Any) -> Message:
+        """Update fields of a message other than its identity."""
+        ...
+
+    # Events
+    async def append_event(self, trace_id: str, event_type: EventType, payload: dict[str, Any]) -> int:
+        """Append an event and return its id."""
+        ...
+
+    async def get_events(self, trace_id: str, since_event_id: int = 0) -> list[TraceEvent]:
+        """Events with id greater than `since_event_id`, in order."""
+        ...
+
+    # Tool approvals (T8)
+    async def get_tool_approvals(self, trace_id: str) -> dict[str, Any] | None:
+        """Return the persisted approval state of the trace, or None."""
+        ...
+
+    async def replace_tool_approvals(self, trace_id: str, state: dict[str, Any]) -> None:
+        """Atomically replace the trace's approval state."""
+        ...

@@ -1,44 +1,104 @@
-"""The `cyber-agent` command line."""
+"""The `cyber-agent` command line: run, show, demo."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
-import tempfile
+from pathlib import Path
+
+from cyber_agent.errors import CyberAgentError
 
 __all__ = ["main"]
 
+DEMO_TASK = "Report the revenue (units × unit_price) per region from data/sales.csv and name the top region."
 
-async def _demo_trace() -> int:
-    from cyber_agent.trace import FileSystemTraceStore, Message, Trace
 
-    with tempfile.TemporaryDirectory() as tmp:
-        store = FileSystemTraceStore(tmp)
-        trace = Trace.create(task="demo: write and read a trace")
-        await store.create_trace(trace)
-        first = Message.create(trace_id=trace.trace_id, role="user", content="What is 2 + 2?")
-        await store.add_message(first)
-        answer = Message.create(trace_id=trace.trace_id, role="assistant", content={"text": "4"},
-                                parent_sequence=first.sequence)
-        await store.add_message(answer)
-        loaded = await store.get_trace(trace.trace_id)
-        assert loaded is not None
-        for message in await store.get_main_path_messages(trace.trace_id, loaded.head_sequence):
-            print(f"{message.sequence} {message.role:9} {message.description}")
-        print(f"trace {loaded.trace_id}: {loaded.total_messages} messages")
+def _store(path: str):  # noqa: ANN202 - returns a TraceStore
+    from cyber_agent.trace import FileSystemTraceStore
+
+    return FileSystemTraceStore(path)
+
+
+async def _run(task: str, model: str, mode: str, store_path: str, workspace: str | None, max_iterations: int) -> int:
+    from cyber_agent.core.config import RunConfig
+    from cyber_agent.core.runner import AgentRunner
+    from cyber_agent.trace.render import render_trace_tree
+
+    if mode != "legacy":
+        print(f"--mode {mode}: recursive mode is not available yet; use --mode legacy", file=sys.stderr)
+        return 2
+    store = _store(store_path)
+    runner = AgentRunner(trace_store=store, workspace=workspace)
+    config = RunConfig(model=model, max_iterations=max_iterations, workspace=workspace)
+    result = await runner.run_result([{"role": "user", "content": task}], config)
+    trace = result.trace
+    print(await render_trace_tree(store, trace.trace_id))
+    print()
+    print(f"answer ({trace.status}):")
+    print(result.answer if result.answer is not None else trace.error_message)
+    totals = await _tree_totals(store, trace.trace_id)
+    print()
+    print(f"totals: {totals['traces']} traces, {totals['messages']} messages, {totals['tokens']} tokens, ${totals['cost']:.4f}")
+    print(f"trace id: {trace.trace_id}  (store: {store_path}; `cyber-agent show {trace.trace_id}`)")
+    return 0 if trace.status == "completed" else 1
+
+
+async def _tree_totals(store, trace_id: str) -> dict[str, float]:  # noqa: ANN001
+    totals = {"traces": 0, "messages": 0, "tokens": 0, "cost": 0.0}
+    stack = [trace_id]
+    while stack:
+        trace = await store.get_trace(stack.pop())
+        if trace is None:
+            continue
+        totals["traces"] += 1
+        totals["messages"] += trace.total_messages
+        totals["tokens"] += trace.total_tokens
+        totals["cost"] += trace.total_cost
+        stack.extend(t.trace_id for t in await store.list_traces(parent_trace_id=trace.trace_id, limit=None))
+    return totals
+
+
+async def _show(trace_id: str, store_path: str) -> int:
+    from cyber_agent.trace.render import render_trace_tree
+
+    store = _store(store_path)
+    if await store.get_trace(trace_id) is None:
+        print(f"no trace {trace_id!r} in {store_path}; list them with: ls {store_path}", file=sys.stderr)
+        return 1
+    print(await render_trace_tree(store, trace_id))
+    totals = await _tree_totals(store, trace_id)
+    print(f"totals: {totals['traces']} traces, {totals['messages']} messages, {totals['tokens']} tokens, ${totals['cost']:.4f}")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line."""
-    parser = argparse.ArgumentParser(prog="cyber-agent", description=__doc__)
+    parser = argparse.ArgumentParser(prog="cyber-agent", description="Run LLM agents and study what they did.")
+    parser.add_argument("--store", default=os.environ.get("CYBER_AGENT_STORE", ".trace"), help="trace store directory")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="run the offline demo")
+    run = sub.add_parser("run", help="run a task")
+    run.add_argument("task")
+    run.add_argument("--mode", choices=["legacy", "recursive"], default=os.environ.get("AGENT_MODE", "legacy"))
+    run.add_argument("--model", default="demo", help="demo | openai:MODEL | anthropic:MODEL | replay:PATH")
+    run.add_argument("--workspace", default=None, help="directory tools may read (default: current directory)")
+    run.add_argument("--max-iterations", type=int, default=30)
+    show = sub.add_parser("show", help="print a trace tree with totals")
+    show.add_argument("trace_id")
+    demo = sub.add_parser("demo", help="run the offline demo (no network)")
+    demo.add_argument("--mode", choices=["legacy", "recursive"], default="legacy")
     args = parser.parse_args(argv)
-    if args.command == "demo":
-        return asyncio.run(_demo_trace())
-    return 2
+    try:
+        if args.command == "run":
+            return asyncio.run(_run(args.task, args.model, args.mode, args.store, args.workspace, args.max_iterations))
+        if args.command == "show":
+            return asyncio.run(_show(args.trace_id, args.store))
+        workspace = str(Path(__file__).resolve().parent.parent) if Path("data/sales.csv").exists() is False else None
+        return asyncio.run(_run(DEMO_TASK, "demo", args.mode, args.store, workspace, 30))
+    except CyberAgentError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -18,7 +18,9 @@
     ├── LLMError                    a provider call failed
     │   ├── LLMHTTPError            non-retryable HTTP status (4xx)
     │   ├── LLMTransportError       network failure after retries
-    │   └── ReplayDivergenceError   a replayed run asked something the recording did not hold
+    │   ├── LLMProtocolError        the provider answered with a body that cannot be read
+    │   ├── ReplayDivergenceError   a replayed run asked something the recording did not hold
+    │   └── ScriptExhaustedError    a scripted fake model was called more often than scripted
     └── RunError                    a run cannot start or continue
         └── BudgetExceededError     a tree-wide budget refused work
 
@@ -42,11 +44,13 @@ __all__ = [
     "InvalidUpdateError",
     "LLMError",
     "LLMHTTPError",
+    "LLMProtocolError",
     "LLMTransportError",
     "MessageNotFoundError",
     "NotFoundError",
     "ReplayDivergenceError",
     "RunError",
+    "ScriptExhaustedError",
     "StoreError",
     "ToolArgumentError",
     "ToolError",
@@ -165,8 +169,16 @@ class LLMTransportError(LLMError):
     """The provider could not be reached, or kept failing, after all retries."""
 
 
+class LLMProtocolError(LLMError):
+    """The provider answered 2xx with a body that is not the expected JSON or event stream."""
+
+
 class ReplayDivergenceError(LLMError):
     """A replayed run asked for something the recording does not hold."""
+
+
+class ScriptExhaustedError(LLMError):
+    """A scripted fake model was called after its last scripted reply."""
 
 
 class RunError(CyberAgentError):

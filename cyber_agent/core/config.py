@@ -1,0 +1,83 @@
+"""RunConfig: everything that decides how one agent run behaves."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from cyber_agent.errors import ConfigurationError
+
+__all__ = ["RunConfig"]
+
+
+class RunConfig(BaseModel):
+    """Settings of one run; persisted with its hash as the trace's run-config snapshot (T7)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = "demo"
+    """Model spec: `demo`, `openai:NAME`, `anthropic:NAME`, `replay:PATH`, or any name the llm_call understands."""
+    temperature: float | None = None
+    """Sampling temperature passed to the model."""
+    max_iterations: int = 30
+    """Model turns allowed in this run before it stops with a reason."""
+    tools: list[str] | None = None
+    """Tools exposed to the model; None means every registered tool the policy allows."""
+    agent_type: str = "main"
+    """Role of the agent (main, delegate, explore, validator, ...)."""
+    name: str | None = None
+    """Human-readable run name."""
+    uid: str | None = None
+    """User id."""
+    project_name: str | None = None
+    """Project the run belongs to."""
+    system_prompt: str | None = None
+    """Custom system prompt; None builds one from the task and tools."""
+    trace_id: str | None = None
+    """Continue this existing trace instead of creating one."""
+    parent_trace_id: str | None = None
+    """Parent trace of a sub-agent run."""
+    parent_goal_id: str | None = None
+    """Goal of the parent that started this sub-agent."""
+    new_trace_id: str | None = None
+    """Id to give a new trace (sub-agents get T2 ids from their parent)."""
+    after_sequence: int | None = None
+    """Rewind: continue after this main-path message (the head moves; nothing is deleted)."""
+    workspace: str | None = None
+    """Directory file and shell tools are confined to (default: current directory)."""
+    context: dict[str, Any] = Field(default_factory=dict)
+    """Extra context stored on a new trace (runner-owned keys are overwritten by the runner)."""
+    child_execution_mode: Literal["sequential", "parallel"] = "sequential"
+    """Recursive: how one batch of children runs."""
+    max_parallel_children: int = 2
+    """Recursive: concurrency of a parallel batch (1..2)."""
+
+    @field_validator("max_iterations")
+    @classmethod
+    def _positive_iterations(cls, value: int) -> int:
+        if value < 1:
+            raise ConfigurationError("max_iterations", f"must be >= 1, got {value}")
+        return value
+
+    @field_validator("temperature")
+    @classmethod
+    def _temperature_range(cls, value: float | None) -> float | None:
+        if value is not None and not 0.0 <= value <= 2.0:
+            raise ConfigurationError("temperature", f"must be between 0 and 2, got {value}")
+        return value
+
+    @field_validator("model")
+    @classmethod
+    def _model_named(cls, value: str) -> str:
+        if not value.strip():
+            raise ConfigurationError("model", "must not be empty; use 'demo' for the offline model")
+        return value
+
+    def behaviour_snapshot(self) -> dict[str, Any]:
+        """The fields that decide behaviour (ids and rewind points excluded), with their hash."""
+        data = self.model_dump(mode="json", exclude={"trace_id", "after_sequence", "new_trace_id", "context"})
+        digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+        return {"config": data, "hash": digest}

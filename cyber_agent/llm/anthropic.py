@@ -1,0 +1,212 @@
+"""Call the Anthropic Messages API with OpenAI-format messages and tools."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from cyber_agent.errors import ConfigurationError, LLMProtocolError, LLMTransportError
+from cyber_agent.llm.anthropic_format import (
+    STOP_REASONS,
+    from_anthropic_content,
+    parse_anthropic_usage,
+    to_anthropic_messages,
+    to_anthropic_tools,
+)
+from cyber_agent.llm.http_retry import DEFAULT_TIMEOUT, ProviderHTTP, RetryPolicy, ServerSentEvent, Sleep
+from cyber_agent.llm.pricing import ModelPrice, with_cost
+from cyber_agent.llm.toolcall_json import parse_tool_arguments
+from cyber_agent.llm.types import DeltaCallback, LLMResponse
+
+__all__ = ["ANTHROPIC_DEFAULT_BASE_URL", "ANTHROPIC_VERSION", "AnthropicModel"]
+
+ANTHROPIC_DEFAULT_BASE_URL = "https://api.anthropic.com"
+ANTHROPIC_VERSION = "2023-06-01"
+
+
+def _parse_message(data: Mapping[str, Any], requested_model: str) -> LLMResponse:
+    if data.get("type") == "error" or "content" not in data:
+        raise LLMProtocolError(f"Anthropic answer has no content: {str(data)[:200]}")
+    text, calls = from_anthropic_content(data.get("content") or [])
+    reason = data.get("stop_reason")
+    return LLMResponse(
+        content=text,
+        tool_calls=calls,
+        usage=parse_anthropic_usage(data.get("usage")),
+        model=data.get("model") or requested_model,
+        finish_reason=STOP_REASONS.get(reason, reason) if reason else None,
+    )
+
+
+@dataclass
+class _Block:
+    kind: str
+    text: list[str] = field(default_factory=list)
+    id: str = ""
+    name: str = ""
+    input: Any = None
+
+
+@dataclass
+class _EventAssembler:
+    """Accumulate Messages-API stream events into one response."""
+
+    requested_model: str
+    blocks: dict[int, _Block] = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)
+    model: str = ""
+    stop_reason: str | None = None
+
+    def feed(self, event: Mapping[str, Any]) -> str:
+        """Absorb one event and return its text delta ("" when it carries none)."""
+        kind = event.get("type")
+        if kind == "message_start":
+            message = event.get("message") or {}
+            self.model = message.get("model") or self.model
+            self.usage.update(message.get("usage") or {})
+        elif kind == "content_block_start":
+            block = event.get("content_block") or {}
+            self.blocks[event.get("index", len(self.blocks))] = _Block(
+                kind=block.get("type", ""), text=[block.get("text", "")] if block.get("text") else [],
+                id=block.get("id", ""), name=block.get("name", ""), input=block.get("input"),
+            )
+        elif kind == "content_block_delta":
+            block = self.blocks.setdefault(event.get("index", 0), _Block(kind="text"))
+            delta = event.get("delta") or {}
+            if delta.get("type") == "text_delta":
+                block.text.append(delta.get("text", ""))
+                return delta.get("text", "")
+            if delta.get("type") == "input_json_delta":
+                block.text.append(delta.get("partial_json", ""))
+        elif kind == "message_delta":
+            self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason
+            # Counts in message_delta are cumulative, so they replace the message_start ones.
+            self.usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
+        elif kind == "error":
+            error = event.get("error") or {}
+            raise LLMTransportError(
+                f"Anthropic stream failed: {error.get('type', 'error')}: {error.get('message', '')}"
+            )
+        return ""
+
+    def result(self) -> LLMResponse:
+        """Return the assembled response."""
+        text: list[str] = []
+        calls = []
+        for _, block in sorted(self.blocks.items()):
+            if block.kind == "text":
+                text.extend(block.text)
+            elif block.kind == "tool_use":
+                # Streamed input arrives as JSON text; an empty stream means no arguments, and a
+                # start block may already carry a complete object.
+                raw = "".join(block.text)
+                calls.append(parse_tool_arguments(block.id, block.name, raw if raw else (block.input or None)))
+        return LLMResponse(
+            content="".join(text),
+            tool_calls=calls,
+            usage=parse_anthropic_usage(self.usage),
+            model=self.model or self.requested_model,
+            finish_reason=STOP_REASONS.get(self.stop_reason, self.stop_reason) if self.stop_reason else None,
+        )
+
+
+async def _assemble(events: AsyncIterator[ServerSentEvent], requested_model: str,
+                    on_delta: DeltaCallback | None) -> LLMResponse:
+    assembler = _EventAssembler(requested_model)
+    async for event in events:
+        payload = event.json()
+        text = assembler.feed(payload)
+        if text and on_delta is not None:
+            on_delta(text)
+        if payload.get("type") == "message_stop":
+            break
+    return assembler.result()
+
+
+class AnthropicModel:
+    """Call the Anthropic Messages API; an instance is an `LLMCall` taking OpenAI-format input."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        max_tokens: int = 8192,
+        stream: bool | None = None,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+        client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Sleep = asyncio.sleep,
+        extra_headers: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        prices: Mapping[str, ModelPrice] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        env = os.environ if env is None else env
+        self.base_url = (base_url or env.get("ANTHROPIC_BASE_URL") or ANTHROPIC_DEFAULT_BASE_URL).rstrip("/")
+        key = api_key or env.get("ANTHROPIC_API_KEY") or None
+        if key is None and self.base_url == ANTHROPIC_DEFAULT_BASE_URL:
+            raise ConfigurationError(
+                "ANTHROPIC_API_KEY",
+                f"no API key for {ANTHROPIC_DEFAULT_BASE_URL}; set ANTHROPIC_API_KEY or pass api_key=...",
+            )
+        if max_tokens <= 0:
+            raise ConfigurationError("max_tokens", f"must be positive, got {max_tokens!r}")
+        headers = {"content-type": "application/json", "anthropic-version": ANTHROPIC_VERSION,
+                   **(extra_headers or {})}
+        if key is not None:
+            headers["x-api-key"] = key
+        self.max_tokens = max_tokens
+        self.stream = stream  # as in OpenAICompatModel: None streams only when on_delta is given
+        self._extra_body = dict(extra_body or {})
+        self._prices = prices
+        self._http = ProviderHTTP(
+            base_url=self.base_url, headers=headers, timeout=timeout, retry=retry, client=client,
+            transport=transport, sleep=sleep, secrets=(key,) if key else (),
+        )
+
+    def __repr__(self) -> str:
+        return f"AnthropicModel(base_url={self.base_url!r}, max_tokens={self.max_tokens})"
+
+    def build_body(self, messages: list[dict[str, Any]], model: str, tools: list[dict[str, Any]] | None,
+                   temperature: float | None, *, stream: bool) -> dict[str, Any]:
+        """Return the JSON body sent for one call."""
+        system, turns = to_anthropic_messages(messages)
+        body: dict[str, Any] = {"model": model, "max_tokens": self.max_tokens, "messages": turns}
+        if system:
+            body["system"] = system
+        if tools:
+            body["tools"] = to_anthropic_tools(tools)
+        if temperature is not None:
+            body["temperature"] = temperature
+        if stream:
+            body["stream"] = True
+        body.update(self._extra_body)
+        return body
+
+    async def __call__(
+        self,
+        messages: list[dict[str, Any]],
+        model: str,
+        tools: list[dict[str, Any]] | None = None,
+        temperature: float | None = None,
+        *,
+        on_delta: DeltaCallback | None = None,
+    ) -> LLMResponse:
+        """Send one Messages-API request and return its text, tool calls, usage and cost."""
+        if not model:
+            raise ConfigurationError("model", "is empty; pass the model name to call, e.g. 'claude-sonnet-4-5'")
+        streaming = self.stream if self.stream is not None else on_delta is not None
+        body = self.build_body(messages, model, tools, temperature, stream=streaming)
+        if streaming:
+            async with self._http.stream_events("v1/messages", body) as events:
+                response = await _assemble(events, model, on_delta)
+        else:
+            response = _parse_message(await self._http.post_json("v1/messages", body), model)
+        return with_cost(response, model, self._prices)

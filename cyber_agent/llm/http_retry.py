@@ -1,0 +1,260 @@
+"""Send provider requests over httpx with timeouts, retries and errors that never leak a key.
+
+Both providers go through `ProviderHTTP`; there is one async implementation and no sync twin.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import timezone
+from typing import Any
+
+import httpx
+
+from cyber_agent.errors import ConfigurationError, LLMHTTPError, LLMProtocolError, LLMTransportError
+
+__all__ = [
+    "DEFAULT_TIMEOUT",
+    "ProviderHTTP",
+    "RetryPolicy",
+    "ServerSentEvent",
+    "Sleep",
+    "parse_retry_after",
+]
+
+Sleep = Callable[[float], Awaitable[None]]
+"""An awaitable sleep; tests inject a recorder instead of `asyncio.sleep`."""
+
+# Long first-byte waits are normal for reasoning models answering without streaming, so the
+# read timeout is generous; connecting should be quick or the server is not there.
+DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=15.0)
+
+# 408 and 409 are transient on OpenAI's side (request timeout, lock contention); other 4xx mean
+# the request itself is wrong and retrying cannot help.
+_RETRYABLE_4XX = frozenset({408, 409, 429})
+_BODY_EXCERPT = 2000
+
+
+@dataclass(frozen=True, kw_only=True)
+class RetryPolicy:
+    """Decide how often and how long to wait before retrying a failed provider call."""
+
+    max_retries: int = 4
+    """Retries after the first attempt (0 disables retrying)."""
+    base_delay: float = 1.0
+    """Seconds before the first retry; doubles with every further retry."""
+    max_delay: float = 30.0
+    """Upper bound of the exponential backoff, in seconds."""
+    max_retry_after: float = 60.0
+    """Upper bound on a server's `Retry-After` hint, so a hostile header cannot stall a run."""
+    jitter: float = 0.25
+    """Relative spread (±) applied to backoff delays so parallel agents do not retry in step."""
+
+    def __post_init__(self) -> None:
+        for name in ("max_retries", "base_delay", "max_delay", "max_retry_after", "jitter"):
+            value = getattr(self, name)
+            if value < 0:
+                raise ConfigurationError(f"retry.{name}", f"must be >= 0, got {value!r}")
+        if self.jitter > 1:
+            raise ConfigurationError("retry.jitter", f"must be between 0 and 1, got {self.jitter!r}")
+
+    def backoff(self, retry_index: int, rand: float) -> float:
+        """Return the delay before retry `retry_index` (0-based) when the server gave no hint."""
+        delay = min(self.max_delay, self.base_delay * (2**retry_index))
+        return max(0.0, delay * (1.0 + self.jitter * (2.0 * rand - 1.0)))
+
+
+def parse_retry_after(headers: httpx.Headers, now: float) -> float | None:
+    """Return the server's requested wait in seconds (`retry-after-ms`, seconds or HTTP date)."""
+    millis = headers.get("retry-after-ms")
+    if millis:
+        try:
+            return max(0.0, float(millis) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # HTTP dates are GMT by definition
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, when.timestamp() - now)
+
+
+@dataclass(frozen=True, slots=True)
+class ServerSentEvent:
+    """One server-sent event: its `event:` name (default "message") and joined `data:` lines."""
+
+    event: str
+    data: str
+
+    def json(self) -> dict[str, Any]:
+        """Decode the data as a JSON object."""
+        try:
+            value = json.loads(self.data)
+        except json.JSONDecodeError as exc:
+            raise LLMProtocolError(f"stream event {self.event!r} is not JSON ({exc.msg}): {self.data[:200]!r}") from exc
+        if not isinstance(value, dict):
+            raise LLMProtocolError(f"stream event {self.event!r} is not a JSON object: {self.data[:200]!r}")
+        return value
+
+
+async def _iter_sse(lines: AsyncIterator[str]) -> AsyncIterator[ServerSentEvent]:
+    event, data = "", []
+    async for line in lines:
+        if not line:
+            if data:
+                yield ServerSentEvent(event or "message", "\n".join(data))
+            event, data = "", []
+            continue
+        if line.startswith(":"):  # comment / keep-alive
+            continue
+        name, _, value = line.partition(":")
+        value = value[1:] if value.startswith(" ") else value
+        if name == "data":
+            data.append(value)
+        elif name == "event":
+            event = value
+    if data:  # a server that closes without the final blank line still meant the event
+        yield ServerSentEvent(event or "message", "\n".join(data))
+
+
+class ProviderHTTP:
+    """Post JSON to one provider base URL, retrying 408/409/429/5xx and transport failures."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        headers: Mapping[str, str],
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+        client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Sleep = asyncio.sleep,
+        secrets: tuple[str, ...] = (),
+        rand: Callable[[], float] = random.random,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if not base_url.startswith(("http://", "https://")):
+            raise ConfigurationError("base_url", f"must start with http:// or https://, got {base_url!r}")
+        self.base_url = base_url.rstrip("/")
+        self.retry = retry or RetryPolicy()
+        self._headers = dict(headers)
+        self._timeout = timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
+        self._client = client
+        self._transport = transport
+        self._sleep = sleep
+        self._secrets = tuple(s for s in secrets if s)
+        self._rand = rand
+        self._clock = clock
+
+    def url(self, path: str) -> str:
+        """Join the base URL and an endpoint path."""
+        return f"{self.base_url}/{path.lstrip('/')}"
+
+    def redact(self, text: str) -> str:
+        """Replace every configured secret in `text`."""
+        for secret in self._secrets:
+            text = text.replace(secret, "[redacted]")
+        return text
+
+    async def post_json(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """POST `body` and return the decoded JSON object of a 2xx answer."""
+        url = self.url(path)
+        async with self._client_scope() as client:
+            response = await self._send(client, url, body, stream=False)
+        try:
+            value = response.json()
+        except ValueError as exc:
+            raise LLMProtocolError(
+                f"{self.redact(url)} answered HTTP {response.status_code} with a body that is not JSON: "
+                f"{self.redact(response.text[:200])!r}"
+            ) from exc
+        if not isinstance(value, dict):
+            raise LLMProtocolError(f"{self.redact(url)} answered with JSON that is not an object")
+        return value
+
+    @asynccontextmanager
+    async def stream_events(self, path: str, body: Mapping[str, Any]) -> AsyncIterator[AsyncIterator[ServerSentEvent]]:
+        """POST `body` and yield its server-sent events; the response closes when the block exits."""
+        url = self.url(path)
+        async with self._client_scope() as client:
+            response = await self._send(client, url, body, stream=True)
+            try:
+                yield self._events(response, url)
+            finally:
+                await response.aclose()
+
+    async def _events(self, response: httpx.Response, url: str) -> AsyncIterator[ServerSentEvent]:
+        # A stream that breaks midway is not retried: its text deltas already reached the caller's
+        # on_delta, and a second attempt would show them twice.
+        try:
+            async for event in _iter_sse(response.aiter_lines()):
+                yield event
+        except httpx.TransportError as exc:
+            raise LLMTransportError(
+                f"stream from {self.redact(url)} broke: {type(exc).__name__}: {self.redact(str(exc))}"
+            ) from exc
+
+    @asynccontextmanager
+    async def _client_scope(self) -> AsyncIterator[httpx.AsyncClient]:
+        if self._client is not None:
+            yield self._client
+            return
+        # A client per call: an httpx pool is bound to the event loop that opened it, and the
+        # notebook bridge runs coroutines on more than one loop. A TLS handshake is cheap next to
+        # a model call.
+        async with httpx.AsyncClient(transport=self._transport, timeout=self._timeout) as client:
+            yield client
+
+    async def _send(
+        self, client: httpx.AsyncClient, url: str, body: Mapping[str, Any], *, stream: bool
+    ) -> httpx.Response:
+        safe_url = self.redact(url)
+        attempts = self.retry.max_retries + 1
+        for attempt in range(attempts):
+            request = client.build_request("POST", url, json=body, headers=self._headers, timeout=self._timeout)
+            try:
+                response = await client.send(request, stream=stream)
+            except httpx.TransportError as exc:  # connect errors and timeouts; CancelledError passes
+                failure = f"{type(exc).__name__}: {self.redact(str(exc)) or 'no detail'}"
+                if attempt + 1 >= attempts:
+                    raise LLMTransportError(f"POST {safe_url} failed after {attempt + 1} attempt(s): {failure}") from exc
+                delay = self.retry.backoff(attempt, self._rand())
+            else:
+                if response.is_success:
+                    return response
+                try:
+                    await response.aread()
+                finally:
+                    await response.aclose()
+                status = response.status_code
+                excerpt = self.redact(response.text[:_BODY_EXCERPT])
+                if status < 500 and status not in _RETRYABLE_4XX:
+                    raise LLMHTTPError(status, excerpt, safe_url)
+                if attempt + 1 >= attempts:
+                    raise LLMTransportError(
+                        f"POST {safe_url} kept failing: HTTP {status} after {attempt + 1} attempt(s): {excerpt[:500]}"
+                    )
+                hint = parse_retry_after(response.headers, self._clock())
+                if hint is None:
+                    delay = self.retry.backoff(attempt, self._rand())
+                else:
+                    delay = min(hint, self.retry.max_retry_after)
+            await self._sleep(delay)
+        raise AssertionError("unreachable: the retry loop returns or raises")  # pragma: no cover

@@ -1,0 +1,246 @@
+"""Call OpenAI-compatible chat completions: OpenAI, vLLM, Ollama, llama.cpp, DeepSeek, Qwen, OpenRouter."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from cyber_agent.errors import ConfigurationError, LLMProtocolError
+from cyber_agent.llm.http_retry import DEFAULT_TIMEOUT, ProviderHTTP, RetryPolicy, ServerSentEvent, Sleep
+from cyber_agent.llm.pricing import ModelPrice, with_cost
+from cyber_agent.llm.toolcall_json import parse_tool_arguments
+from cyber_agent.llm.types import DeltaCallback, LLMResponse, ToolCall, Usage
+
+__all__ = ["OPENAI_DEFAULT_BASE_URL", "OpenAICompatModel", "parse_chat_completion", "parse_openai_usage"]
+
+OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
+
+
+def parse_openai_usage(raw: Mapping[str, Any] | None) -> Usage:
+    """Read a chat-completions `usage` object, including cached tokens and a reported charge."""
+    if not raw:
+        return Usage()
+    details = raw.get("prompt_tokens_details") or {}
+    # DeepSeek reports cache hits under its own name instead of prompt_tokens_details.
+    cached = _int(details.get("cached_tokens")) or _int(raw.get("prompt_cache_hit_tokens"))
+    charge = raw.get("cost")  # OpenRouter's charge in USD; 0 for free models is a real charge
+    return Usage(
+        prompt_tokens=_int(raw.get("prompt_tokens")),
+        completion_tokens=_int(raw.get("completion_tokens")),
+        cached_tokens=cached,
+        cost_usd=float(charge) if isinstance(charge, (int, float)) and not isinstance(charge, bool) else None,
+    )
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # some servers answer with content parts
+        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping))
+    return ""
+
+
+def _raise_body_error(data: Mapping[str, Any]) -> None:
+    # OpenRouter and some proxies report failures inside a 2xx body or stream.
+    error = data.get("error")
+    if error:
+        message = error.get("message", error) if isinstance(error, Mapping) else error
+        raise LLMProtocolError(f"provider reported an error in its answer: {message}")
+
+
+def parse_chat_completion(data: Mapping[str, Any], requested_model: str) -> LLMResponse:
+    """Turn a non-streamed chat-completions body into an LLMResponse (cost not yet filled)."""
+    _raise_body_error(data)
+    choices = data.get("choices") or []
+    if not choices or not isinstance(choices[0], Mapping):
+        raise LLMProtocolError(f"chat completion has no choices: {str(data)[:200]}")
+    choice = choices[0]
+    message = choice.get("message") or {}
+    calls = [
+        parse_tool_arguments(call.get("id") or f"call_{i}", (call.get("function") or {}).get("name", ""),
+                             (call.get("function") or {}).get("arguments"))
+        for i, call in enumerate(message.get("tool_calls") or [])
+    ]
+    return LLMResponse(
+        content=_text(message.get("content")),
+        tool_calls=calls,
+        usage=parse_openai_usage(data.get("usage")),
+        model=data.get("model") or requested_model,
+        finish_reason=choice.get("finish_reason"),
+    )
+
+
+@dataclass
+class _PartialCall:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _StreamAssembler:
+    """Accumulate chat-completion chunks; tool-call fragments are keyed by their `index`."""
+
+    requested_model: str
+    text: list[str] = field(default_factory=list)
+    calls: dict[int, _PartialCall] = field(default_factory=dict)
+    usage: Usage = field(default_factory=Usage)
+    model: str = ""
+    finish_reason: str | None = None
+
+    def feed(self, chunk: Mapping[str, Any]) -> str:
+        """Absorb one chunk and return its text delta ("" when it carries none)."""
+        _raise_body_error(chunk)
+        if chunk.get("usage"):  # the last chunk (include_usage), or every chunk on some servers
+            self.usage = parse_openai_usage(chunk["usage"])
+        self.model = chunk.get("model") or self.model
+        delta_text = ""
+        for choice in chunk.get("choices") or []:
+            if choice.get("index", 0) != 0:
+                continue
+            delta = choice.get("delta") or {}
+            delta_text = _text(delta.get("content"))
+            if delta_text:
+                self.text.append(delta_text)
+            for piece in delta.get("tool_calls") or []:
+                self._feed_call(piece)
+            self.finish_reason = choice.get("finish_reason") or self.finish_reason
+        return delta_text
+
+    def _feed_call(self, piece: Mapping[str, Any]) -> None:
+        index = piece.get("index")
+        if not isinstance(index, int):
+            # Servers that omit `index` send each call whole: a new id starts a new call, a
+            # fragment without id continues the last one.
+            call_id = piece.get("id")
+            known = [i for i, c in self.calls.items() if call_id and c.id == call_id]
+            if known:
+                index = known[0]
+            elif call_id or not self.calls:
+                index = len(self.calls)
+            else:
+                index = max(self.calls)
+        call = self.calls.setdefault(index, _PartialCall())
+        call.id = piece.get("id") or call.id
+        fn = piece.get("function") or {}
+        name = fn.get("name")
+        if name and name != call.name:
+            # OpenAI sends the name once; a few servers repeat it whole, which must not double it.
+            call.name = name if not call.name else call.name + name
+        if fn.get("arguments"):
+            call.arguments.append(fn["arguments"])
+
+    def result(self) -> LLMResponse:
+        """Return the assembled response."""
+        calls: list[ToolCall] = [
+            parse_tool_arguments(c.id or f"call_{i}", c.name, "".join(c.arguments))
+            for i, c in sorted(self.calls.items())
+        ]
+        return LLMResponse(
+            content="".join(self.text),
+            tool_calls=calls,
+            usage=self.usage,
+            model=self.model or self.requested_model,
+            finish_reason=self.finish_reason,
+        )
+
+
+async def _assemble(events: AsyncIterator[ServerSentEvent], requested_model: str,
+                    on_delta: DeltaCallback | None) -> LLMResponse:
+    assembler = _StreamAssembler(requested_model)
+    async for event in events:
+        if event.data.strip() == "[DONE]":
+            break
+        text = assembler.feed(event.json())
+        if text and on_delta is not None:
+            on_delta(text)
+    return assembler.result()
+
+
+class OpenAICompatModel:
+    """Call an OpenAI-compatible `/chat/completions` endpoint; an instance is an `LLMCall`."""
+
+    def __init__(
+        self,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        stream: bool | None = None,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        retry: RetryPolicy | None = None,
+        client: httpx.AsyncClient | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        sleep: Sleep = asyncio.sleep,
+        extra_headers: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        prices: Mapping[str, ModelPrice] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        env = os.environ if env is None else env
+        self.base_url = (base_url or env.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_BASE_URL).rstrip("/")
+        key = api_key or env.get("OPENAI_API_KEY") or None
+        if key is None and self.base_url == OPENAI_DEFAULT_BASE_URL:
+            raise ConfigurationError(
+                "OPENAI_API_KEY",
+                f"no API key for {OPENAI_DEFAULT_BASE_URL}; set OPENAI_API_KEY (or pass api_key=...), "
+                "or set OPENAI_BASE_URL to a local server that needs no key",
+            )
+        headers = {"content-type": "application/json", **(extra_headers or {})}
+        if key is not None:
+            headers["authorization"] = f"Bearer {key}"
+        # None streams only when the caller wants deltas: a non-streamed body is simpler for
+        # servers with shaky SSE support, and nobody is watching the text arrive.
+        self.stream = stream
+        self._extra_body = dict(extra_body or {})
+        self._prices = prices
+        self._http = ProviderHTTP(
+            base_url=self.base_url, headers=headers, timeout=timeout, retry=retry, client=client,
+            transport=transport, sleep=sleep, secrets=(key,) if key else (),
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatModel(base_url={self.base_url!r})"
+
+    def build_body(self, messages: list[dict[str, Any]], model: str, tools: list[dict[str, Any]] | None,
+                   temperature: float | None, *, stream: bool) -> dict[str, Any]:
+        """Return the JSON body sent for one call."""
+        body: dict[str, Any] = {"model": model, "messages": messages}
+        if tools:
+            body["tools"] = tools
+        if temperature is not None:
+            body["temperature"] = temperature
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        body.update(self._extra_body)  # last, so a server that rejects a field can be told otherwise
+        return body
+
+    async def __call__(
+        self,
+        messages: list[dict[str, Any]],
+        model: str,
+        tools: list[dict[str, Any]] | None = None,
+        temperature: float | None = None,
+        *,
+        on_delta: DeltaCallback | None = None,
+    ) -> LLMResponse:
+        """Send one chat completion and return its text, tool calls, usage and cost."""
+        if not model:
+            raise ConfigurationError("model", "is empty; pass the model name to call, e.g. 'gpt-4o-mini'")
+        streaming = self.stream if self.stream is not None else on_delta is not None
+        body = self.build_body(messages, model, tools, temperature, stream=streaming)
+        if streaming:
+            async with self._http.stream_events("chat/completions", body) as events:
+                response = await _assemble(events, model, on_delta)
+        else:
+            response = parse_chat_completion(await self._http.post_json("chat/completions", body), model)
+        return with_cost(response, model, self._prices)

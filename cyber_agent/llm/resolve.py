@@ -1,0 +1,96 @@
+"""Turn a model spec string ("openai:gpt-4o-mini", "anthropic:...", "replay:PATH", "demo") into an LLMCall."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+from cyber_agent.errors import ConfigurationError
+from cyber_agent.llm.types import LLMCall
+
+__all__ = ["Provider", "ResolvedModel", "resolve_llm"]
+
+Provider = Literal["openai", "anthropic", "replay", "demo"]
+"""The spec prefixes `resolve_llm` understands."""
+
+_PROVIDERS: tuple[str, ...] = get_args(Provider)
+_FORMS = {"openai": "openai:MODEL", "anthropic": "anthropic:MODEL", "replay": "replay:PATH", "demo": "demo"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResolvedModel:
+    """A ready model: the callable to give the runner and the model name to send with each call."""
+
+    llm_call: LLMCall
+    """The provider (or fake, or replayer), already configured."""
+    model: str
+    """Model name to pass as `model=` on every call."""
+    provider: Provider
+    """Which spec prefix produced it."""
+
+
+def _check_options(factory: Callable[..., object], options: dict[str, Any], spec: str) -> None:
+    parameters = inspect.signature(factory).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return
+    unknown = sorted(set(options) - set(parameters))
+    if unknown:
+        accepted = ", ".join(sorted(n for n in parameters if not n.startswith("_"))) or "none"
+        raise ConfigurationError(unknown[0], f"is not an option of {spec!r}; accepted options: {accepted}")
+
+
+def _build(factory: Callable[..., LLMCall], options: dict[str, Any], spec: str) -> LLMCall:
+    _check_options(factory, options, spec)
+    return factory(**options)
+
+
+def resolve_llm(spec: str, *, record_to: str | Path | None = None, **options: Any) -> ResolvedModel:
+    """Build the model a spec names, failing with ConfigurationError before any call is made.
+
+    `options` go to the provider's constructor (api_key, base_url, timeout, retry, transport,
+    env, ...). `record_to` wraps the result in a RecordingLLM writing to that path.
+    """
+    prefix, _, rest = spec.strip().partition(":")
+    prefix = prefix.strip().lower()
+    rest = rest.strip()
+    if prefix not in _PROVIDERS:
+        valid = ", ".join(repr(_FORMS[p]) for p in _PROVIDERS)
+        raise ConfigurationError("model", f"unknown provider {prefix!r} in {spec!r}; use one of {valid}")
+    llm_call: LLMCall
+    if prefix in ("openai", "anthropic"):
+        if not rest:
+            raise ConfigurationError("model", f"{spec!r} names no model; write e.g. '{prefix}:MODEL_NAME'")
+        if prefix == "openai":
+            from cyber_agent.llm.openai_compat import OpenAICompatModel
+
+            llm_call = _build(OpenAICompatModel, options, spec)
+        else:
+            from cyber_agent.llm.anthropic import AnthropicModel
+
+            llm_call = _build(AnthropicModel, options, spec)
+        model = rest
+    elif prefix == "replay":
+        if not rest:
+            raise ConfigurationError("replay path", f"{spec!r} names no file; write 'replay:PATH'")
+        from cyber_agent.llm.replay import ReplayLLM
+
+        replay = _build(ReplayLLM, {"path": rest, **options}, spec)
+        llm_call, model = replay, replay.model  # type: ignore[attr-defined]
+    else:
+        try:
+            demo_module = importlib.import_module("cyber_agent.llm.demo")
+        except ModuleNotFoundError as exc:
+            if exc.name != "cyber_agent.llm.demo":
+                raise  # the demo module exists but something it imports is missing
+            raise ConfigurationError("model", "the 'demo' model is not installed in this build") from exc
+        llm_call = _build(demo_module.DemoModel, options, spec)
+        model = rest or "demo"
+    if record_to is not None:
+        from cyber_agent.llm.replay import RecordingLLM
+
+        llm_call = RecordingLLM(llm_call, record_to)
+    return ResolvedModel(llm_call=llm_call, model=model, provider=prefix)  # type: ignore[arg-type]

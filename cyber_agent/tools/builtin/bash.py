@@ -1,0 +1,124 @@
+"""bash_command: run a shell command in the workspace, with a timeout and an output cap.
+
+The command runs as `bash -c` in its own process group; when the shell exits, times out or the
+run is cancelled, the whole group is killed, so nothing the command started (pipelines,
+background jobs) outlives the call. A detached server needs `setsid` and its own log file. stdout and stderr are
+merged in the order they were written. A non-zero exit status is an ordinary result the model
+reads; only a timeout is an error result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from typing import Annotated
+
+from pydantic import Field
+
+from cyber_agent.errors import ToolError
+from cyber_agent.tools.context import ToolContext
+from cyber_agent.tools.registry import ToolResult
+
+__all__ = ["MAX_OUTPUT_BYTES", "MAX_TIMEOUT_SECONDS", "bash_command"]
+
+MAX_OUTPUT_BYTES = 30_000
+"""Most output bytes returned; beyond it the head and tail are kept and the middle is dropped."""
+MAX_TIMEOUT_SECONDS = 600
+"""Largest timeout a call may ask for."""
+_CHUNK = 65536
+
+
+class _CappedBuffer:
+    """Keep the first and last `cap // 2` bytes of a stream and count what is dropped."""
+
+    def __init__(self, cap: int) -> None:
+        self._half = cap // 2
+        self._head = bytearray()
+        self._tail = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self._half - len(self._head)
+        if room > 0:
+            self._head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self._tail += chunk
+            del self._tail[: max(0, len(self._tail) - self._half)]
+
+    @property
+    def dropped(self) -> int:
+        return self.total - len(self._head) - len(self._tail)
+
+    def text(self) -> str:
+        head = self._head.decode("utf-8", errors="replace")
+        tail = self._tail.decode("utf-8", errors="replace")
+        if self.dropped:
+            return f"{head}\n[... truncated: {self.dropped} bytes omitted of {self.total} ...]\n{tail}"
+        return head + tail
+
+
+async def bash_command(
+    ctx: ToolContext, command: str,
+    timeout: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_SECONDS)] = 30,
+) -> ToolResult:
+    """Run a bash command in the workspace and return its combined output and exit code.
+
+    The command runs with `bash -c` in the workspace directory. Output (stdout and stderr,
+    merged) is capped; when it is cut, the start and the end are kept.
+
+    Args:
+        command: The bash command line to run.
+        timeout: Seconds before the command and everything it started are killed (at most 600).
+    """
+    if not command.strip():
+        raise ToolError("command is empty; pass the bash command line to run")
+    if not 0 < timeout <= MAX_TIMEOUT_SECONDS:
+        raise ToolError(f"timeout must be in (0, {MAX_TIMEOUT_SECONDS}] seconds, got {timeout}")
+    workspace = ctx.workspace.resolve()
+    if not workspace.is_dir():
+        raise ToolError(f"workspace {workspace} does not exist; the runner must create it first")
+    proc = await asyncio.create_subprocess_exec(
+        "bash", "-c", command, cwd=workspace, stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+    )
+    output = _CappedBuffer(MAX_OUTPUT_BYTES)
+    timed_out = False
+    try:
+        async with asyncio.timeout(timeout), asyncio.TaskGroup() as group:
+            group.create_task(_drain(proc, output))
+            await proc.wait()
+            # Background jobs would keep the pipe open (and the call hanging) after the shell exits.
+            _kill_group(proc)
+    except TimeoutError:
+        timed_out = True
+    finally:
+        # Runs on timeout and on cancellation alike: nothing the command started outlives the call.
+        _kill_group(proc)
+        if proc.returncode is None:
+            await asyncio.shield(proc.wait())
+    text = output.text()
+    truncated = output.dropped > 0
+    meta = {"exit_code": proc.returncode, "timed_out": timed_out, "truncated": truncated, "output_bytes": output.total}
+    if timed_out:
+        body = f"{text}\n" if text else ""
+        return ToolResult(
+            content=f"{body}[timed out after {timeout:g}s; the command and its child processes were killed]",
+            is_error=True, metadata=meta,
+        )
+    body = text if text.endswith("\n") or not text else f"{text}\n"
+    return ToolResult(content=f"{body}[exit code: {proc.returncode}]", metadata=meta)
+
+
+async def _drain(proc: asyncio.subprocess.Process, output: _CappedBuffer) -> None:
+    assert proc.stdout is not None
+    while chunk := await proc.stdout.read(_CHUNK):
+        output.feed(chunk)
+
+
+def _kill_group(proc: asyncio.subprocess.Process) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)

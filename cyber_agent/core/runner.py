@@ -25,7 +25,7 @@ from cyber_agent.tools.registry import ToolRegistry
 from cyber_agent.trace.models import Message, MessageContent, Trace
 from cyber_agent.trace.protocols import TraceStore
 
-__all__ = ["AgentRunner", "RunResult"]
+__all__ = ["AgentRunner", "RunResult", "default_registry"]
 
 RunEvent = Trace | Message
 
@@ -47,6 +47,14 @@ class RunResult:
         return self.trace.status
 
 
+def default_registry() -> ToolRegistry:
+    """Return the built-in tools plus `agent`: what a runner uses when given no registry."""
+    from cyber_agent.tools.builtin import builtin_registry
+    from cyber_agent.tools.builtin.subagent import register_agent_tool
+
+    return register_agent_tool(builtin_registry())
+
+
 class AgentRunner:
     """Run agents against a store, a model and a tool registry."""
 
@@ -62,9 +70,7 @@ class AgentRunner:
         self.trace_store = trace_store
         self.llm_call = llm_call
         if tool_registry is None:
-            from cyber_agent.tools.builtin import builtin_registry
-
-            tool_registry = builtin_registry()
+            tool_registry = default_registry()
         self.tool_registry = tool_registry
         self.workspace = Path(workspace) if workspace is not None else None
         self.stops = stop_registry or StopRegistry()

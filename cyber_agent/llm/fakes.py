@@ -258,7 +258,10 @@ class FunctionModel:
         request = ModelRequest.capture(messages, model, tools, temperature)
         self.requests.append(request)
         info = {"model": model, "temperature": temperature, "on_delta": on_delta}
-        result = self._fn(request.messages, request.tools, **{k: v for k, v in info.items() if k in self._accepts})
+        # fn gets its own copy: whatever it does to the list must change neither the caller's
+        # conversation nor the recorded request.
+        fresh = ModelRequest.capture(messages, model, tools, temperature)
+        result = self._fn(fresh.messages, fresh.tools, **{k: v for k, v in info.items() if k in self._accepts})
         if inspect.isawaitable(result):
             result = await result
         response = _to_response(result, model=model, index=len(self.requests) - 1, usage=self._usage, cost=self._cost)

@@ -66,7 +66,6 @@ async def bash_command(
     timeout: Annotated[float, Field(gt=0, le=MAX_TIMEOUT_SECONDS)] = 30,
 ) -> ToolResult:
     """Run a bash command in the workspace and return its combined output and exit code.
-
     The command runs with `bash -c` in the workspace directory. Output (stdout and stderr,
     merged) is capped; when it is cut, the start and the end are kept.
 

@@ -17,6 +17,7 @@ import ast
 import math
 import operator
 import statistics
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -27,7 +28,7 @@ __all__ = ["MAX_EXPRESSION_CHARS", "evaluate", "safe_eval"]
 MAX_EXPRESSION_CHARS = 10_000
 """Longest expression accepted."""
 _MAX_DEPTH = 100
-_MAX_WORK = 2_000_000
+_MAX_WORK = 1_000_000
 _MAX_INT_BITS = 1_000_000
 _MAX_ROUND_DIGITS = 1_000
 
@@ -69,7 +70,6 @@ _NUMBER = (int, float, complex)
 
 def evaluate(expression: str) -> str:
     """Evaluate an arithmetic or data expression safely and return the result.
-
     Supports numbers, strings, + - * / // % **, comparisons, and/or/not, if-else, lists,
     tuples, dicts, sets, comprehensions, indexing and the functions abs, min, max, sum, len,
     round, sorted, int, float, str, bool, any, all, mean, median, stdev, sqrt, log, exp,
@@ -81,8 +81,8 @@ def evaluate(expression: str) -> str:
     value = safe_eval(expression)
     try:
         return value if isinstance(value, str) else repr(value)
-    except ValueError as exc:  # int -> str digit limit of CPython
-        raise ToolError(f"the result is too large to print: {exc}") from None
+    except ValueError as exc:
+        raise ToolError(f"the result is too large to print: {_explain(exc)}") from None
 
 
 def safe_eval(expression: str) -> Any:
@@ -92,7 +92,10 @@ def safe_eval(expression: str) -> Any:
     if len(expression) > MAX_EXPRESSION_CHARS:
         raise ToolError(f"expression is {len(expression)} characters long; the limit is {MAX_EXPRESSION_CHARS}")
     try:
-        tree = ast.parse(expression.strip(), mode="eval")
+        with warnings.catch_warnings():
+            # Invalid escapes in string literals warn at parse time; they are not the model's problem.
+            warnings.simplefilter("ignore")
+            tree = ast.parse(expression.strip(), mode="eval")
     except SyntaxError as exc:
         raise ToolError(f"invalid expression syntax: {exc.msg}") from None
     except (ValueError, RecursionError, MemoryError) as exc:
@@ -104,9 +107,16 @@ def safe_eval(expression: str) -> Any:
     except ToolError:
         raise
     except (ArithmeticError, TypeError, ValueError, LookupError, statistics.StatisticsError) as exc:
-        raise ToolError(f"{type(exc).__name__}: {exc}") from None
+        raise ToolError(f"{type(exc).__name__}: {_explain(exc)}") from None
     except (RecursionError, MemoryError) as exc:
         raise ToolError(f"expression is too expensive to evaluate ({type(exc).__name__})") from None
+
+
+def _explain(exc: Exception) -> str:
+    # CPython's int/str digit limit suggests a process setting the model cannot change.
+    if "integer string conversion" in str(exc):
+        return "the integer has more than 4300 digits, too many to convert to or from text"
+    return str(exc)
 
 
 def _depth(tree: ast.AST) -> int:
@@ -171,7 +181,8 @@ class _Interpreter:
     def eval_Name(self, node: ast.Name) -> Any:
         for scope in reversed(self.scopes):
             if node.id in scope:
-                return scope[node.id]
+                # Each use of a loop variable pays for its size, so reusing one big value is not free.
+                return self.charge(scope[node.id])
         if node.id in _CONSTANTS:
             return _CONSTANTS[node.id]
         if node.id in _FUNCTIONS:
@@ -314,9 +325,8 @@ class _Interpreter:
 
 
 def _check_power(base: Any, exponent: Any) -> None:
-    if _is_int(base) and _is_int(exponent) and exponent > 0:
-        bits = max(1, abs(base).bit_length() - 1) * exponent if abs(base) > 1 else 0
-        if bits > _MAX_INT_BITS:
+    if _is_int(base) and _is_int(exponent) and exponent > 0 and abs(base) > 1:
+        if math.log2(abs(base)) * exponent > _MAX_INT_BITS:
             raise ToolError(f"{base} ** {exponent} is too large (over {_MAX_INT_BITS} bits)")
 
 

@@ -55,7 +55,6 @@ def read_file(
     limit: Annotated[int, Field(ge=1, le=MAX_READ_LINES)] = MAX_READ_LINES,
 ) -> ToolResult:
     """Read a text file from the workspace.
-
     Returns up to `limit` lines starting at line `offset`; a marker at the end says when the
     output was cut and which offset continues it.
 
@@ -108,7 +107,6 @@ def read_file(
 
 def list_files(ctx: ToolContext, path: str = ".", pattern: str | None = None) -> ToolResult:
     """List files in a workspace directory.
-
     Without a pattern, lists the directory's direct entries (directories end with '/').
     With a glob pattern such as '*.py' or '**/*.md', lists matching paths below the directory.
     Paths are shown relative to the workspace.

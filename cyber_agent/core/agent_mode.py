@@ -1,0 +1,116 @@
+"""Agent modes (SPEC A1, A2, A4, A7, A12): legacy vs recursive, as policy over one runner.
+
+`policy_from_environment` reads `AGENT_MODE` once, when a new root trace is created, before
+any model call. The root freezes the policy into its context; descendants inherit it from the
+persisted root, never from the current environment.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from cyber_agent.errors import ConfigurationError
+
+__all__ = [
+    "AGENT_MODE_REVISION",
+    "AgentMode",
+    "AgentPolicy",
+    "MAX_CHILDREN_PER_PARENT",
+    "MAX_RECURSIVE_DEPTH",
+    "policy_from_environment",
+    "validate_recursive_child_execution",
+]
+
+AgentMode = Literal["legacy", "recursive"]
+AGENT_MODE_REVISION = 2
+MAX_RECURSIVE_DEPTH = 5
+MAX_CHILDREN_PER_PARENT = 6
+MAX_CONTEXT_REFS = 8
+
+# Tools a recursive child may ever hold (before intersection with what its parent has).
+RECURSIVE_CHILD_TOOLS = frozenset({
+    "goal", "read_file", "list_files", "agent", "read_context_ref", "submit_report", "review_task",
+})
+# Never granted to recursive children (A6).
+RECURSIVE_CHILD_FORBIDDEN = frozenset({"evaluate", "bash_command"})
+PROTOCOL_TOOLS = frozenset({"submit_report", "review_task", "read_context_ref"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentPolicy:
+    """The frozen mode policy of one task tree."""
+
+    mode: AgentMode = "legacy"
+    """`legacy` (one level of sub-agents) or `recursive` (governed task tree)."""
+    revision: int = AGENT_MODE_REVISION
+    """Protocol revision the tree was created with."""
+
+    @property
+    def is_recursive(self) -> bool:
+        """True for recursive trees."""
+        return self.mode == "recursive"
+
+    @property
+    def max_depth(self) -> int:
+        """Deepest local sub-agent allowed (root is depth 0)."""
+        return MAX_RECURSIVE_DEPTH if self.is_recursive else 1
+
+    @property
+    def child_quota(self) -> int | None:
+        """Local direct children per parent, counted cumulatively (None: unlimited)."""
+        return MAX_CHILDREN_PER_PARENT if self.is_recursive else None
+
+    @property
+    def cascade_completion(self) -> bool:
+        """Legacy completes parents automatically and advances focus; recursive reviews instead."""
+        return not self.is_recursive
+
+    @property
+    def propagate_stop(self) -> bool:
+        """Recursive stops reach registered descendants; legacy stops only the trace."""
+        return self.is_recursive
+
+    def context_fields(self, *, root_trace_id: str, depth: int) -> dict[str, Any]:
+        """The fields a trace of this tree carries in its context (A2)."""
+        return {
+            "agent_mode": self.mode,
+            "agent_mode_revision": self.revision,
+            "agent_depth": depth,
+            "root_trace_id": root_trace_id,
+        }
+
+    @classmethod
+    def from_context(cls, context: Mapping[str, Any]) -> AgentPolicy:
+        """Read the persisted policy of a trace; a historic trace without it is legacy."""
+        mode = context.get("agent_mode", "legacy")
+        if mode not in ("legacy", "recursive"):
+            raise ConfigurationError("trace.context.agent_mode", f"must be 'legacy' or 'recursive', got {mode!r}")
+        return cls(mode=mode, revision=int(context.get("agent_mode_revision", AGENT_MODE_REVISION)))
+
+
+def policy_from_environment(environ: Mapping[str, str] | None = None, *, override: str | None = None) -> AgentPolicy:
+    """Read `AGENT_MODE` (default legacy) for a new root; `override` (e.g. RunConfig.agent_mode) wins."""
+    env = os.environ if environ is None else environ
+    if "AGENT_RECURSION_ENABLED" in env:
+        raise ConfigurationError(
+            "AGENT_RECURSION_ENABLED", "was removed; unset it and set AGENT_MODE=recursive (or legacy) instead"
+        )
+    raw = override if override is not None else env.get("AGENT_MODE", "legacy")
+    mode = raw.strip().lower()
+    if mode not in ("legacy", "recursive"):
+        setting = "agent_mode" if override is not None else "AGENT_MODE"
+        raise ConfigurationError(setting, f"must be 'legacy' or 'recursive', got {raw!r}")
+    return AgentPolicy(mode=mode)  # type: ignore[arg-type]
+
+
+def validate_recursive_child_execution(child_execution_mode: str, max_parallel_children: int) -> None:
+    """Check the batch scheduling settings of a recursive run (A7)."""
+    if child_execution_mode not in ("sequential", "parallel"):
+        raise ConfigurationError(
+            "child_execution_mode", f"must be 'sequential' or 'parallel', got {child_execution_mode!r}"
+        )
+    if not isinstance(max_parallel_children, int) or not 1 <= max_parallel_children <= 2:
+        raise ConfigurationError("max_parallel_children", f"must be 1 or 2, got {max_parallel_children!r}")

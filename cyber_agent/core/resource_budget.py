@@ -1,0 +1,249 @@
+"""Tree-wide resource budget of a recursive task tree (SPEC A10).
+
+`ResourceBudget` is parsed once from the environment when a recursive root is created and
+frozen into the root's context. Live usage lives in the root's `resource_usage.json`, read and
+replaced through `TraceStore.get_resource_usage` / `replace_resource_usage` under one asyncio
+lock per root. LLM calls are reserved before the call; tokens and cost are booked after.
+Nothing is refunded except agent reservations for children that were never created. Missing or
+corrupt usage fails closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from cyber_agent.errors import BudgetExceededError, ConfigurationError, CorruptRecordError, RunError
+from cyber_agent.trace.models import utc_now
+from cyber_agent.trace.protocols import TraceStore
+
+__all__ = ["BUDGET_ENV", "ResourceBudget", "ResourceBudgetController", "ResourceUsage"]
+
+# env var -> (field, type)
+BUDGET_ENV: dict[str, tuple[str, type]] = {
+    "AGENT_RESOURCE_BUDGET_ENABLED": ("enabled", bool),
+    "AGENT_MAX_TOTAL_AGENTS": ("max_total_agents", int),
+    "AGENT_MAX_LLM_CALLS": ("max_llm_calls", int),
+    "AGENT_MAX_TOTAL_TOKENS": ("max_total_tokens", int),
+    "AGENT_MAX_TOTAL_COST_USD": ("max_total_cost_usd", float),
+    "AGENT_MAX_DURATION_SECONDS": ("max_duration_seconds", float),
+    "AGENT_MAX_VALIDATION_TOOL_CALLS": ("max_validation_tool_calls", int),
+    "AGENT_MAX_VALIDATION_MATERIAL_CHARS": ("max_validation_material_chars", int),
+    "AGENT_RESERVED_FINAL_CALLS": ("reserved_final_calls", int),
+}
+
+
+class ResourceBudget(BaseModel):
+    """Immutable limits of one recursive tree."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    enabled: bool = True
+    """False records usage without enforcing limits."""
+    max_total_agents: int = 50
+    """Root plus local business descendants (validators excluded)."""
+    max_llm_calls: int = 150
+    """Model calls of agents and validators."""
+    max_total_tokens: int = 1_500_000
+    """Input plus output tokens."""
+    max_total_cost_usd: float = 15.0
+    """Accumulated model cost in USD."""
+    max_duration_seconds: float = 3600.0
+    """Wall time from the root's usage initialisation."""
+    max_validation_tool_calls: int = 300
+    """Controlled validator searches and page reads."""
+    max_validation_material_chars: int = 1_000_000
+    """Characters of artifacts, search results and pages parsed by validators."""
+    reserved_final_calls: int = 8
+    """LLM calls kept for the root validator only."""
+
+    @model_validator(mode="after")
+    def _check(self) -> ResourceBudget:
+        for env, (field, _) in BUDGET_ENV.items():
+            value = getattr(self, field)
+            if field != "enabled" and not value > 0:
+                raise ConfigurationError(env, f"must be a positive number, got {value!r}")
+        if self.reserved_final_calls >= self.max_llm_calls:
+            raise ConfigurationError(
+                "AGENT_RESERVED_FINAL_CALLS",
+                f"must be smaller than AGENT_MAX_LLM_CALLS ({self.reserved_final_calls} >= {self.max_llm_calls})",
+            )
+        return self
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> ResourceBudget:
+        """Parse the nine AGENT_* variables (defaults for unset ones); name the bad one on error."""
+        env = os.environ if environ is None else environ
+        values: dict[str, Any] = {}
+        for name, (field, kind) in BUDGET_ENV.items():
+            raw = env.get(name)
+            if raw is None or raw.strip() == "":
+                continue
+            text = raw.strip()
+            if kind is bool:
+                if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ConfigurationError(name, f"must be true or false, got {raw!r}")
+                values[field] = text.lower() in ("true", "1", "yes")
+                continue
+            try:
+                values[field] = kind(text)
+            except ValueError:
+                raise ConfigurationError(name, f"must be a positive {kind.__name__}, got {raw!r}") from None
+        try:
+            return cls(**values)
+        except ValidationError as exc:
+            cause = exc.errors()[0].get("ctx", {}).get("error")
+            if isinstance(cause, ConfigurationError):
+                raise cause from None
+            raise
+
+
+class ResourceUsage(BaseModel):
+    """Live usage of a tree, persisted as the root's `resource_usage.json`."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    agents: int = 1
+    llm_calls: int = 0
+    root_validator_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    cost_usd: float = 0.0
+    validation_tool_calls: int = 0
+    validation_material_chars: int = 0
+    started_at: datetime = Field(default_factory=utc_now)
+    updated_at: datetime = Field(default_factory=utc_now)
+    last_refusal: str | None = None
+    refusals: int = 0
+
+    def elapsed_seconds(self) -> float:
+        """Seconds since the usage record was initialised."""
+        return (utc_now() - self.started_at).total_seconds()
+
+
+class ResourceBudgetController:
+    """Reserve, book and refuse against one root's budget, atomically within this process."""
+
+    def __init__(self, *, store: TraceStore, root_trace_id: str, budget: ResourceBudget, lock: asyncio.Lock) -> None:
+        self.store = store
+        self.root_trace_id = root_trace_id
+        self.budget = budget
+        self._lock = lock
+
+    async def initialize(self) -> ResourceUsage:
+        """Write the initial usage of a new root (the root counts as one agent)."""
+        usage = ResourceUsage()
+        await self._save(usage)
+        return usage
+
+    async def usage(self) -> ResourceUsage:
+        """Return the persisted usage; fail closed when it is missing or corrupt."""
+        raw = await self.store.get_resource_usage(self.root_trace_id)
+        if raw is None:
+            raise RunError(
+                f"resource usage of recursive root {self.root_trace_id!r} is missing; the tree cannot continue "
+                "safely — start a new task"
+            )
+        try:
+            return ResourceUsage.model_validate(raw)
+        except ValidationError as exc:
+            raise CorruptRecordError(f"{self.root_trace_id}/resource_usage.json", f"invalid usage record: {exc.errors()[0]['msg']}") from None
+
+    async def _save(self, usage: ResourceUsage) -> None:
+        usage.updated_at = utc_now()
+        await self.store.replace_resource_usage(self.root_trace_id, usage.model_dump(mode="json"))
+
+    async def _refuse(self, usage: ResourceUsage, resource: str, used: float, limit: float) -> None:
+        usage.last_refusal = f"{resource}: used {used} of {limit}"
+        usage.refusals += 1
+        await self._save(usage)
+        raise BudgetExceededError(resource, used, limit)
+
+    def _exhausted(self, usage: ResourceUsage) -> tuple[str, float, float] | None:
+        b = self.budget
+        if usage.total_tokens >= b.max_total_tokens:
+            return "tokens", usage.total_tokens, b.max_total_tokens
+        if usage.cost_usd >= b.max_total_cost_usd:
+            return "cost_usd", usage.cost_usd, b.max_total_cost_usd
+        if usage.elapsed_seconds() >= b.max_duration_seconds:
+            return "duration_seconds", round(usage.elapsed_seconds(), 3), b.max_duration_seconds
+        return None
+
+    async def reserve_llm_call(self, *, root_validator: bool = False) -> None:
+        """Reserve one model call before it is made; the last calls are kept for the root validator."""
+        async with self._lock:
+            usage = await self.usage()
+            if self.budget.enabled:
+                limit = self.budget.max_llm_calls - (0 if root_validator else self.budget.reserved_final_calls)
+                if usage.llm_calls + 1 > limit:
+                    await self._refuse(usage, "llm_calls", usage.llm_calls, limit)
+                exhausted = self._exhausted(usage)
+                if exhausted is not None:
+                    await self._refuse(usage, *exhausted)
+            usage.llm_calls += 1
+            usage.root_validator_calls += int(root_validator)
+            await self._save(usage)
+
+    async def book_llm_usage(self, *, prompt_tokens: int, completion_tokens: int, cost_usd: float) -> str | None:
+        """Book tokens and cost after a call; return the exceeded resource if this response overran."""
+        async with self._lock:
+            usage = await self.usage()
+            usage.prompt_tokens += prompt_tokens
+            usage.completion_tokens += completion_tokens
+            usage.total_tokens += prompt_tokens + completion_tokens
+            usage.cost_usd += cost_usd
+            over = None
+            if self.budget.enabled:
+                if usage.total_tokens > self.budget.max_total_tokens:
+                    over = f"tokens: used {usage.total_tokens} of {self.budget.max_total_tokens}"
+                elif usage.cost_usd > self.budget.max_total_cost_usd:
+                    over = f"cost_usd: used {usage.cost_usd:.4f} of {self.budget.max_total_cost_usd}"
+                if over:
+                    usage.last_refusal = over
+                    usage.refusals += 1
+            await self._save(usage)
+            return over
+
+    async def reserve_agents(self, count: int) -> None:
+        """Reserve `count` new agents for a batch, all or nothing."""
+        async with self._lock:
+            usage = await self.usage()
+            if self.budget.enabled:
+                if usage.agents + count > self.budget.max_total_agents:
+                    await self._refuse(usage, "agents", usage.agents + count, self.budget.max_total_agents)
+                exhausted = self._exhausted(usage)
+                if exhausted is not None:
+                    await self._refuse(usage, *exhausted)
+            usage.agents += count
+            await self._save(usage)
+
+    async def release_agents(self, count: int) -> None:
+        """Roll back agent reservations of children that were never created (the only refund)."""
+        if count <= 0:
+            return
+        async with self._lock:
+            usage = await self.usage()
+            usage.agents = max(1, usage.agents - count)
+            await self._save(usage)
+
+    async def record_validation_work(self, *, tool_calls: int = 0, material_chars: int = 0, cost_usd: float = 0.0) -> None:
+        """Count validator tool calls and material characters; refuse past the limits."""
+        async with self._lock:
+            usage = await self.usage()
+            if self.budget.enabled:
+                if usage.validation_tool_calls + tool_calls > self.budget.max_validation_tool_calls:
+                    await self._refuse(usage, "validation_tool_calls", usage.validation_tool_calls + tool_calls,
+                                       self.budget.max_validation_tool_calls)
+                if usage.validation_material_chars + material_chars > self.budget.max_validation_material_chars:
+                    await self._refuse(usage, "validation_material_chars", usage.validation_material_chars + material_chars,
+                                       self.budget.max_validation_material_chars)
+            usage.validation_tool_calls += tool_calls
+            usage.validation_material_chars += material_chars
+            usage.cost_usd += cost_usd
+            await self._save(usage)

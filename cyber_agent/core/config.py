@@ -6,7 +6,7 @@ import hashlib
 import json
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from cyber_agent.errors import ConfigurationError
 
@@ -50,10 +50,24 @@ class RunConfig(BaseModel):
     """Directory file and shell tools are confined to (default: current directory)."""
     context: dict[str, Any] = Field(default_factory=dict)
     """Extra context stored on a new trace (runner-owned keys are overwritten by the runner)."""
+    agent_mode: Literal["legacy", "recursive"] | None = None
+    """Mode of a new root; None reads `AGENT_MODE` from the environment (A1). Ignored for existing trees."""
+    root_task_anchor: dict[str, Any] | None = None
+    """Recursive roots: {objective, completion_criteria, constraints} (A3)."""
     child_execution_mode: Literal["sequential", "parallel"] = "sequential"
     """Recursive: how one batch of children runs."""
     max_parallel_children: int = 2
     """Recursive: concurrency of a parallel batch (1..2)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed_fields(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "root_completion_criteria" in data:
+            raise ConfigurationError(
+                "root_completion_criteria",
+                "was removed; pass root_task_anchor={'objective': ..., 'completion_criteria': [...], 'constraints': [...]}",
+            )
+        return data
 
     @field_validator("max_iterations")
     @classmethod
@@ -78,6 +92,6 @@ class RunConfig(BaseModel):
 
     def behaviour_snapshot(self) -> dict[str, Any]:
         """The fields that decide behaviour (ids and rewind points excluded), with their hash."""
-        data = self.model_dump(mode="json", exclude={"trace_id", "after_sequence", "new_trace_id", "context"})
+        data = self.model_dump(mode="json", exclude={"trace_id", "after_sequence", "new_trace_id", "context", "root_task_anchor"})
         digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
         return {"config": data, "hash": digest}

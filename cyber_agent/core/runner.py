@@ -1,8 +1,10 @@
-"""AgentRunner: turn a task into a persisted, tool-using LLM run (SPEC H1, H2, T3, A12).
+"""AgentRunner: turn a task into a persisted, tool-using LLM run (SPEC H1, H2, T3, A5–A12).
 
 The loop lives here; tool dispatch is in `core/dispatch.py`, prompt assembly in
-`core/prompt.py`, trace preparation in `core/trace_setup.py`. Per-step work is constant: the
-history is loaded from the store once per run and then only appended to.
+`core/prompt.py`, trace preparation in `core/trace_setup.py`, tool rights in
+`core/tool_rights.py` and the recursive end-of-turn rules in `core/protocol_flow.py`.
+Per-step work is constant: the history is loaded from the store once per run and then only
+appended to.
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ from typing import Any
 
 from cyber_agent.core.config import RunConfig
 from cyber_agent.core.dispatch import run_tool_call
+from cyber_agent.core.protocol_flow import STATE_TOOLS, on_final_text
+from cyber_agent.core.resource_budget import ResourceBudget, ResourceBudgetController
 from cyber_agent.core.stop import StopRegistry
-from cyber_agent.core.trace_setup import PreparedRun, prepare_run
-from cyber_agent.errors import CyberAgentError
+from cyber_agent.core.tool_rights import runtime_tool_names, tighten_by_state
+from cyber_agent.core.trace_setup import ChildSetup, PreparedRun, prepare_run
+from cyber_agent.errors import BudgetExceededError, CyberAgentError, RunError
 from cyber_agent.llm.types import LLMCall, LLMResponse
 from cyber_agent.tools.context import ToolContext
 from cyber_agent.tools.registry import ToolRegistry
@@ -48,11 +53,12 @@ class RunResult:
 
 
 def default_registry() -> ToolRegistry:
-    """Return the built-in tools plus `agent`: what a runner uses when given no registry."""
+    """Return the built-in tools plus `agent` and the recursive protocol tools."""
     from cyber_agent.tools.builtin import builtin_registry
+    from cyber_agent.tools.builtin.protocol_tools import register_protocol_tools
     from cyber_agent.tools.builtin.subagent import register_agent_tool
 
-    return register_agent_tool(builtin_registry())
+    return register_protocol_tools(register_agent_tool(builtin_registry()))
 
 
 class AgentRunner:
@@ -66,23 +72,30 @@ class AgentRunner:
         tool_registry: ToolRegistry | None = None,
         workspace: str | Path | None = None,
         stop_registry: StopRegistry | None = None,
+        validator_llm_call: LLMCall | None = None,
     ) -> None:
         self.trace_store = trace_store
         self.llm_call = llm_call
-        if tool_registry is None:
-            tool_registry = default_registry()
-        self.tool_registry = tool_registry
+        self.validator_llm_call = validator_llm_call
+        self.tool_registry = tool_registry if tool_registry is not None else default_registry()
         self.workspace = Path(workspace) if workspace is not None else None
         self.stops = stop_registry or StopRegistry()
+        self._budgets: dict[str, ResourceBudgetController] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
 
     # ---- public API ---------------------------------------------------------------------
-    async def run(self, messages: Sequence[dict[str, Any]] = (), config: RunConfig | None = None) -> AsyncIterator[RunEvent]:
+    async def run(
+        self, messages: Sequence[dict[str, Any]] = (), config: RunConfig | None = None, *, child: ChildSetup | None = None
+    ) -> AsyncIterator[RunEvent]:
         """Run (or continue) a trace, yielding the Trace at start and end and every new Message."""
         config = config or RunConfig()
-        llm, model = self._resolve_llm(config)
-        prepared = await prepare_run(self, list(messages), config)
+        if child is not None and child.context.get("created_by_tool") == "validator":
+            llm, model = self._validator_llm(config)
+        else:
+            llm, model = self._resolve_llm(config)
+        prepared = await prepare_run(self, list(messages), config, child)
         trace_id = prepared.trace.trace_id
-        self.stops.register(trace_id, parent_id=config.parent_trace_id, propagate=prepared.propagate_stop)
+        self.stops.register(trace_id, parent_id=prepared.trace.parent_trace_id, propagate=prepared.policy.propagate_stop)
         try:
             yield prepared.trace
             for message in prepared.new_messages:
@@ -95,11 +108,13 @@ class AgentRunner:
         finally:
             self.stops.unregister(trace_id)
 
-    async def run_result(self, messages: Sequence[dict[str, Any]] = (), config: RunConfig | None = None) -> RunResult:
+    async def run_result(
+        self, messages: Sequence[dict[str, Any]] = (), config: RunConfig | None = None, *, child: ChildSetup | None = None
+    ) -> RunResult:
         """Run to the end and return the final trace, answer and new messages."""
         trace: Trace | None = None
         new: list[Message] = []
-        async for event in self.run(messages, config):
+        async for event in self.run(messages, config, child=child):
             if isinstance(event, Trace):
                 trace = event
             else:
@@ -109,14 +124,43 @@ class AgentRunner:
         return RunResult(trace=trace, answer=answer, messages=new)
 
     def stop(self, trace_id: str, reason: str = "stop requested") -> list[str]:
-        """Ask a running trace (and, in recursive mode, its subtree) to stop; return flagged ids."""
+        """Ask a running trace (and, in recursive mode, its registered subtree) to stop; return flagged ids."""
         return self.stops.request_stop(trace_id, reason)
 
-    request_stop = stop
+    def request_stop(self, trace_id: str, reason: str = "stop requested") -> list[str]:
+        """Alias of `stop`."""
+        return self.stop(trace_id, reason)
+
+    def register_recursive_child(self, trace_id: str, parent_id: str, *, queued: bool = True) -> None:
+        """Register a child before it runs so a stop of any ancestor reaches it (A8)."""
+        self.stops.register(trace_id, parent_id=parent_id, propagate=True, queued=queued)
 
     def running(self) -> list[str]:
         """Ids of traces running in this process."""
         return self.stops.active()
+
+    def lock(self, key: str) -> asyncio.Lock:
+        """A process-wide asyncio lock for `key` (per-parent quotas, per-root budgets)."""
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        return lock
+
+    async def budget_for(self, trace: Trace) -> ResourceBudgetController:
+        """The budget controller of the tree `trace` belongs to (recursive trees only)."""
+        root_id = trace.context.get("root_trace_id", trace.trace_id)
+        controller = self._budgets.get(root_id)
+        if controller is None:
+            root = trace if root_id == trace.trace_id else await self.trace_store.get_trace(root_id)
+            snapshot = (root.context if root else {}).get("resource_budget")
+            if snapshot is None:
+                raise RunError(f"recursive root {root_id!r} has no resource budget snapshot; start a new task")
+            controller = ResourceBudgetController(
+                store=self.trace_store, root_trace_id=root_id, budget=ResourceBudget.model_validate(snapshot),
+                lock=self.lock(f"budget:{root_id}"),
+            )
+            self._budgets[root_id] = controller
+        return controller
 
     # ---- internals ----------------------------------------------------------------------
     def _resolve_llm(self, config: RunConfig) -> tuple[LLMCall, str]:
@@ -127,11 +171,14 @@ class AgentRunner:
         resolved = resolve_llm(config.model)
         return resolved.llm_call, resolved.model
 
+    def _validator_llm(self, config: RunConfig) -> tuple[LLMCall, str]:
+        if self.validator_llm_call is not None:
+            return self.validator_llm_call, config.model
+        return self._resolve_llm(config)
+
     def _get_runtime_tool_names(self, config: RunConfig, trace: Trace) -> frozenset[str]:
-        """Tools this run may see and call: requested ∩ registered (policy narrows further)."""
-        registered = set(self.tool_registry.names())
-        requested = registered if config.tools is None else set(config.tools)
-        return frozenset(requested & registered)
+        """Tools this run may see and call (A6): see `core/tool_rights.py:runtime_tool_names`."""
+        return runtime_tool_names(self.tool_registry.names(), config.tools, trace)
 
     def _tool_context(self, prepared: PreparedRun, config: RunConfig, call_id: str) -> ToolContext:
         workspace = Path(config.workspace) if config.workspace else (self.workspace or Path.cwd())
@@ -141,10 +188,10 @@ class AgentRunner:
             goal_id=prepared.goal_id,
             tool_call_id=call_id,
             workspace=workspace,
-            allowed_tools=prepared.allowed,
+            allowed_tools=prepared.static_allowed,
             runner=self,
             run_config=config,
-            extra={"agent_depth": prepared.depth, "agent_mode": prepared.mode},
+            extra={"agent_depth": prepared.depth, "agent_mode": prepared.mode, "policy": prepared.policy},
         )
 
     async def _persist(self, prepared: PreparedRun, message: Message) -> Message:
@@ -153,17 +200,43 @@ class AgentRunner:
         prepared.history.append(message.to_llm_message())
         return message
 
+    async def append_user_message(self, prepared: PreparedRun, text: str) -> Message:
+        """Append a runner-authored user message (protocol feedback) to the running trace."""
+        message = Message.create(
+            trace_id=prepared.trace.trace_id, role="user", goal_id=prepared.goal_id, content=text,
+            parent_sequence=prepared.head or None, metadata={"protocol": True},
+        )
+        return await self._persist(prepared, message)
+
+    async def _refresh(self, prepared: PreparedRun) -> list[dict[str, Any]] | None:
+        trace = await self.trace_store.get_trace(prepared.trace.trace_id)
+        if trace is not None:
+            prepared.trace = trace
+            prepared.goal_id = trace.current_goal_id
+        prepared.allowed = tighten_by_state(prepared.static_allowed, prepared.trace)
+        return self.tool_registry.schemas(sorted(prepared.allowed)) if prepared.allowed else None
+
+    async def _call_model(self, prepared: PreparedRun, llm: LLMCall, model: str, schemas: Any, config: RunConfig) -> LLMResponse:
+        if prepared.budget is not None:
+            root_validator = prepared.is_validator and prepared.trace.context.get("validation_scope") == "root"
+            await prepared.budget.reserve_llm_call(root_validator=root_validator)
+        raw = await llm(prepared.history, model, schemas, config.temperature)
+        return LLMResponse.coerce(raw)
+
     async def _loop(self, prepared: PreparedRun, config: RunConfig, llm: LLMCall, model: str) -> AsyncIterator[RunEvent]:
         trace_id = prepared.trace.trace_id
-        schemas = self.tool_registry.schemas(sorted(prepared.allowed)) if prepared.allowed else None
+        prepared.static_allowed = prepared.allowed
+        schemas = await self._refresh(prepared)
         for _ in range(config.max_iterations):
             if self.stops.is_stopped(trace_id):
                 yield await self._finish(prepared, "stopped", error=self.stops.stop_reason(trace_id))
                 return
             started = time.perf_counter()
             try:
-                raw = await llm(prepared.history, model, schemas, config.temperature)
-                response = LLMResponse.coerce(raw)
+                response = await self._call_model(prepared, llm, model, schemas, config)
+            except BudgetExceededError as exc:
+                yield await self._finish(prepared, "failed", error=str(exc))
+                return
             except CyberAgentError as exc:
                 yield await self._finish(prepared, "failed", error=f"model call failed: {exc}")
                 return
@@ -177,13 +250,29 @@ class AgentRunner:
                 metadata={"model": response.model or model, "cost_estimated": response.cost_estimated},
             )
             yield await self._persist(prepared, assistant)
+            overrun = None
+            if prepared.budget is not None:
+                overrun = await prepared.budget.book_llm_usage(
+                    prompt_tokens=response.usage.prompt_tokens, completion_tokens=response.usage.completion_tokens,
+                    cost_usd=response.cost,
+                )
             if self.stops.is_stopped(trace_id):
                 # The in-flight response is recorded; its tool calls are not executed.
                 yield await self._finish(prepared, "stopped", error=self.stops.stop_reason(trace_id))
                 return
-            if not response.tool_calls:
-                yield await self._finish(prepared, "completed", answer=response.content)
+            if overrun is not None:
+                yield await self._finish(prepared, "failed", error=f"budget exceeded after a response: {overrun}")
                 return
+            if not response.tool_calls:
+                decision = await on_final_text(self, prepared, response.content)
+                for message in decision.messages:
+                    yield message
+                if decision.finish is not None:
+                    status, answer, error = decision.finish
+                    yield await self._finish(prepared, status, answer=answer, error=error)
+                    return
+                continue
+            refresh = False
             for call in response.tool_calls:
                 if self.stops.is_stopped(trace_id):
                     break
@@ -198,9 +287,16 @@ class AgentRunner:
                     metadata={"is_error": outcome.result.is_error, **outcome.result.metadata},
                 )
                 yield await self._persist(prepared, tool_message)
-                if call.name == "goal":
-                    refreshed = await self.trace_store.get_trace(trace_id)
-                    prepared.goal_id = refreshed.current_goal_id if refreshed else prepared.goal_id
+                if prepared.is_validator and prepared.budget is not None and call.name != "submit_validation":
+                    await prepared.budget.record_validation_work(tool_calls=1, material_chars=len(outcome.result.content))
+                if call.name in STATE_TOOLS:
+                    refresh = True
+                    schemas = await self._refresh(prepared)
+            if refresh:
+                ended = prepared.trace.context.get("task_protocol", {}).get("ended_by")
+                if ended is not None:
+                    yield await self._finish(prepared, "completed", answer=ended["summary"])
+                    return
         yield await self._finish(
             prepared, "stopped", error=f"max_iterations ({config.max_iterations}) reached without a final answer"
         )
@@ -217,7 +313,8 @@ class AgentRunner:
             tree = await store.get_goal_tree(trace_id)
             goal = tree.find(prepared.root_goal_id) if tree else None
             if goal is not None and goal.status not in ("completed", "abandoned", "failed"):
-                await store.update_goal(trace_id, goal.id, status="completed", summary=_clip((answer or "").strip().splitlines()[0] if answer and answer.strip() else ""))
+                first_line = (answer or "").strip().splitlines()[0] if (answer or "").strip() else ""
+                await store.update_goal(trace_id, goal.id, status="completed", summary=_clip(first_line))
         trace = await store.update_trace(trace_id, **updates)
         if status == "completed":
             await store.append_event(trace_id, "trace_completed", {"trace_id": trace_id, "total_messages": trace.total_messages})

@@ -9,8 +9,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import os
+
+from pydantic import ValidationError
+
+from cyber_agent.core.agent_mode import AgentPolicy, policy_from_environment, validate_recursive_child_execution
 from cyber_agent.core.config import RunConfig
 from cyber_agent.core.prompt import build_system_prompt
+from cyber_agent.core.resource_budget import ResourceBudget
+from cyber_agent.core.task_protocol import RootTaskAnchor
 from cyber_agent.errors import ConfigurationError, RunError, TraceNotFoundError
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Message, Trace
@@ -18,7 +25,17 @@ from cyber_agent.trace.models import Message, Trace
 if TYPE_CHECKING:
     from cyber_agent.core.runner import AgentRunner
 
-__all__ = ["PreparedRun", "prepare_run"]
+__all__ = ["ChildSetup", "PreparedRun", "prepare_run"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChildSetup:
+    """Runner-owned context of a sub-trace (child or validator); written after any custom context."""
+
+    tool_snapshot: frozenset[str]
+    """The frozen tool rights of the sub-trace (parent effective ∩ allowed for its role and depth)."""
+    context: dict[str, Any] = field(default_factory=dict)
+    """Protocol keys: created_by_tool, task_protocol, context_access, validation_scope, ..."""
 
 
 @dataclass(kw_only=True)
@@ -32,9 +49,21 @@ class PreparedRun:
     root_goal_id: str | None
     allowed: frozenset[str]
     depth: int
-    mode: str
-    propagate_stop: bool
+    policy: AgentPolicy
     new_messages: list[Message] = field(default_factory=list)
+    budget: Any = None
+    root_validations: int = 0
+    static_allowed: frozenset[str] = frozenset()
+
+    @property
+    def mode(self) -> str:
+        """legacy or recursive."""
+        return self.policy.mode
+
+    @property
+    def is_validator(self) -> bool:
+        """True for validator traces."""
+        return self.trace.context.get("created_by_tool") == "validator"
 
 
 def _task_text(messages: list[dict[str, Any]]) -> str | None:
@@ -44,29 +73,80 @@ def _task_text(messages: list[dict[str, Any]]) -> str | None:
     return None
 
 
-async def prepare_run(runner: AgentRunner, messages: list[dict[str, Any]], config: RunConfig) -> PreparedRun:
+async def prepare_run(
+    runner: AgentRunner, messages: list[dict[str, Any]], config: RunConfig, child: ChildSetup | None = None
+) -> PreparedRun:
     """Return the state a run starts from, persisting whatever a new run must record first."""
     for index, message in enumerate(messages):
         if message.get("role") not in ("system", "user", "assistant", "tool"):
             raise ConfigurationError(f"messages[{index}].role", f"must be system/user/assistant/tool, got {message.get('role')!r}")
     if config.trace_id is not None:
         return await _prepare_existing(runner, messages, config)
-    return await _prepare_new(runner, messages, config)
+    return await _prepare_new(runner, messages, config, child)
 
 
-async def _prepare_new(runner: AgentRunner, messages: list[dict[str, Any]], config: RunConfig) -> PreparedRun:
+def _root_setup(config: RunConfig, messages: list[dict[str, Any]]) -> tuple[AgentPolicy, dict[str, Any]]:
+    """Read the mode (and for recursive the anchor, budget and validator models) of a new root."""
+    policy = policy_from_environment(override=config.agent_mode)
+    if not policy.is_recursive:
+        return policy, {}
+    validate_recursive_child_execution(config.child_execution_mode, config.max_parallel_children)
+    if config.root_task_anchor is None:
+        raise ConfigurationError(
+            "root_task_anchor", "recursive mode needs {objective, completion_criteria (at least one), constraints}"
+        )
+    try:
+        anchor = RootTaskAnchor.model_validate(config.root_task_anchor)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        raise ConfigurationError("root_task_anchor", problems) from None
+    budget = ResourceBudget.from_environment()
+    validator = os.environ.get("AGENT_VALIDATOR_MODEL") or config.model
+    root_validator = os.environ.get("AGENT_ROOT_VALIDATOR_MODEL") or validator
+    return policy, {
+        "root_task_anchor": anchor.model_dump(),
+        "root_task_anchor_hash": anchor.content_hash(),
+        "resource_budget": budget.model_dump(),
+        "validator_models": {"criteria": validator, "root": root_validator},
+        "child_execution": {"mode": config.child_execution_mode, "max_parallel_children": config.max_parallel_children},
+        "task_protocol": {},
+    }
+
+
+def _anchor_message(anchor: dict[str, Any]) -> str:
+    lines = ["# Root task", f"Objective: {anchor['objective']}", "Completion criteria:"]
+    lines += [f"{i}. {c}" for i, c in enumerate(anchor["completion_criteria"], start=1)]
+    if anchor.get("constraints"):
+        lines += ["Hard constraints:"] + [f"- {c}" for c in anchor["constraints"]]
+    lines.append("Your final answer is checked by an independent root validator against these criteria.")
+    return "\n".join(lines)
+
+
+async def _prepare_new(
+    runner: AgentRunner, messages: list[dict[str, Any]], config: RunConfig, child: ChildSetup | None
+) -> PreparedRun:
     store = runner.trace_store
-    task = _task_text(messages)
-    if task is None:
-        raise ConfigurationError("messages", "a new run needs at least one user message with the task")
     depth = 0
     root_id: str | None = None
-    if config.parent_trace_id is not None:
+    if config.parent_trace_id is None:
+        policy, root_context = _root_setup(config, messages)
+        if policy.is_recursive:
+            anchor_text = _anchor_message(root_context["root_task_anchor"])
+            messages = [*messages, {"role": "user", "content": anchor_text}]
+    else:
         parent = await store.get_trace(config.parent_trace_id)
         if parent is None:
             raise TraceNotFoundError(config.parent_trace_id)
-        depth = int(parent.context.get("agent_depth", 0)) + 1
         root_id = parent.context.get("root_trace_id", parent.trace_id)
+        root = parent if root_id == parent.trace_id else await store.get_trace(root_id)
+        # Children inherit the persisted root policy, never the current environment (A2).
+        policy = AgentPolicy.from_context((root or parent).context)
+        is_validator = child is not None and child.context.get("created_by_tool") == "validator"
+        depth = int(parent.context.get("agent_depth", 0)) + (0 if is_validator else 1)
+        root_context = {}
+    task = _task_text(messages)
+    if task is None:
+        raise ConfigurationError("messages", "a new run needs at least one user message with the task")
     context = dict(config.context)
     trace = Trace.create(
         trace_id=config.new_trace_id, mode="agent", task=task, parent_trace_id=config.parent_trace_id,
@@ -74,17 +154,19 @@ async def _prepare_new(runner: AgentRunner, messages: list[dict[str, Any]], conf
         project_name=config.project_name, model=config.model, context=context,
     )
     # Runner-owned keys are written last so a custom context cannot override them.
-    trace.context.update({
-        "agent_mode": "legacy",
-        "agent_mode_revision": 2,
-        "agent_depth": depth,
-        "root_trace_id": root_id or trace.trace_id,
-        "run_config_snapshot": config.behaviour_snapshot(),
-    })
+    trace.context.update(root_context)
+    if child is not None:
+        trace.context.update(child.context)
+        trace.context["tool_snapshot"] = sorted(child.tool_snapshot)
+    trace.context.update(policy.context_fields(root_trace_id=root_id or trace.trace_id, depth=depth))
+    trace.context["run_config_snapshot"] = config.behaviour_snapshot()
     allowed = runner._get_runtime_tool_names(config, trace)
     await store.create_trace(trace)
-    tree = GoalTree(mission=task)
-    root_goal = tree.add(task.strip().splitlines()[0][:200] or "task")
+    if policy.is_recursive and config.parent_trace_id is None:
+        await (await runner.budget_for(trace)).initialize()
+    tree = GoalTree(mission=task, cascade_completion=policy.cascade_completion)
+    root_goal = tree.add(_goal_title(task))
+    await store.update_goal_tree(trace.trace_id, GoalTree(mission=task, cascade_completion=policy.cascade_completion))
     await store.add_goal(trace.trace_id, root_goal)
     await store.update_goal(trace.trace_id, root_goal.id, status="in_progress")
     trace = await store.update_trace(trace.trace_id, current_goal_id=root_goal.id)
@@ -96,8 +178,10 @@ async def _prepare_new(runner: AgentRunner, messages: list[dict[str, Any]], conf
     system = build_system_prompt(agent_type=config.agent_type, tool_schemas=schemas, custom=custom)
     prepared = PreparedRun(
         trace=trace, history=[], head=0, goal_id=root_goal.id, root_goal_id=root_goal.id, allowed=allowed,
-        depth=depth, mode="legacy", propagate_stop=False,
+        depth=depth, policy=policy,
     )
+    if policy.is_recursive:
+        prepared.budget = await runner.budget_for(trace)
     await _append(runner, prepared, Message.create(trace_id=trace.trace_id, role="system", content=system))
     for message in messages:
         if message.get("role") != "system":
@@ -115,6 +199,17 @@ async def _prepare_existing(runner: AgentRunner, messages: list[dict[str, Any]],
     if "agent_mode" not in trace.context:
         # A historic trace without the field continues as legacy and gets it written (A2).
         trace = await store.update_trace(trace.trace_id, context={**trace.context, "agent_mode": "legacy"})
+    policy = AgentPolicy.from_context(trace.context)
+    if policy.is_recursive and trace.parent_trace_id is None:
+        missing = [k for k in ("root_task_anchor", "root_task_anchor_hash", "resource_budget") if not trace.context.get(k)]
+        if missing:
+            raise RunError(
+                f"recursive root {trace.trace_id!r} lacks {', '.join(missing)} (created before revision 2); "
+                "it cannot continue — start a new task with a root_task_anchor"
+            )
+        anchor = RootTaskAnchor.model_validate(trace.context["root_task_anchor"])
+        if anchor.content_hash() != trace.context["root_task_anchor_hash"]:
+            raise RunError(f"root task anchor of {trace.trace_id!r} does not match its hash; start a new task")
     head = trace.head_sequence
     if config.after_sequence is not None:
         path = await store.get_main_path_messages(trace.trace_id, head)
@@ -136,9 +231,10 @@ async def _prepare_existing(runner: AgentRunner, messages: list[dict[str, Any]],
     prepared = PreparedRun(
         trace=trace, history=[m.to_llm_message() for m in path], head=head, goal_id=trace.current_goal_id,
         root_goal_id=root_goal, allowed=runner._get_runtime_tool_names(config, trace),
-        depth=int(trace.context.get("agent_depth", 0)), mode=str(trace.context.get("agent_mode", "legacy")),
-        propagate_stop=False,
+        depth=int(trace.context.get("agent_depth", 0)), policy=policy,
     )
+    if policy.is_recursive:
+        prepared.budget = await runner.budget_for(trace)
     # A turn cut by a stop left tool calls without results; providers reject that history.
     if path and path[-1].role == "assistant" and path[-1].tool_calls:
         for call in path[-1].tool_calls:
@@ -151,6 +247,14 @@ async def _prepare_existing(runner: AgentRunner, messages: list[dict[str, Any]],
         if message.get("role") != "system":
             await _append(runner, prepared, _from_llm(trace.trace_id, message, prepared))
     return prepared
+
+
+def _goal_title(task: str) -> str:
+    for line in task.strip().splitlines():
+        line = line.strip().lstrip("#").strip()
+        if line and not line.lower().startswith(("task brief", "root task")):
+            return line.removeprefix("Objective:").strip()[:200]
+    return "task"
 
 
 def _from_llm(trace_id: str, message: dict[str, Any], prepared: PreparedRun) -> Message:

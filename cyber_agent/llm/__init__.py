@@ -1,10 +1,8 @@
-"""Model layer: the llm_call contract, providers over httpx, fakes, record/replay and cost.
-
-The offline demo model lives in `cyber_agent.llm.demo` and is loaded by `resolve_llm("demo")`.
-"""
+"""Model layer: the llm_call contract, providers over httpx, fakes, the offline demo model, record/replay and cost."""
 
 from cyber_agent.llm.anthropic import ANTHROPIC_DEFAULT_BASE_URL, AnthropicModel
 from cyber_agent.llm.anthropic_format import to_anthropic_messages, to_anthropic_tools
+from cyber_agent.llm.demo import DemoModel
 from cyber_agent.llm.fakes import FunctionModel, ModelFunction, ModelRequest, Reply, ScriptedModel, ToolCallSpec
 from cyber_agent.llm.http_retry import DEFAULT_TIMEOUT, RetryPolicy, Sleep
 from cyber_agent.llm.openai_compat import OPENAI_DEFAULT_BASE_URL, OpenAICompatModel
@@ -19,6 +17,7 @@ __all__ = [
     "AnthropicModel",
     "DEFAULT_TIMEOUT",
     "DeltaCallback",
+    "DemoModel",
     "Exchange",
     "FunctionModel",
     "LLMCall",

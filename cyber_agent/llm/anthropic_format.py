@@ -38,6 +38,10 @@ def _text_blocks(content: Any) -> list[dict[str, Any]]:
         return [{"type": "text", "text": content}] if content.strip() else []
     blocks: list[dict[str, Any]] = []
     for part in content:
+        if isinstance(part, str):
+            part = {"type": "text", "text": part}
+        if not isinstance(part, Mapping):
+            continue
         kind = part.get("type")
         if kind == "text" and str(part.get("text", "")).strip():
             blocks.append({"type": "text", "text": part["text"]})

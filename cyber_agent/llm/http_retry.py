@@ -106,8 +106,8 @@ class ServerSentEvent:
         """Decode the data as a JSON object."""
         try:
             value = json.loads(self.data)
-        except json.JSONDecodeError as exc:
-            raise LLMProtocolError(f"stream event {self.event!r} is not JSON ({exc.msg}): {self.data[:200]!r}") from exc
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError, digit limit, deep nesting
+            raise LLMProtocolError(f"stream event {self.event!r} is not readable JSON ({exc}): {self.data[:200]!r}") from exc
         if not isinstance(value, dict):
             raise LLMProtocolError(f"stream event {self.event!r} is not a JSON object: {self.data[:200]!r}")
         return value
@@ -180,7 +180,7 @@ class ProviderHTTP:
             response = await self._send(client, url, body, stream=False)
         try:
             value = response.json()
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise LLMProtocolError(
                 f"{self.redact(url)} answered HTTP {response.status_code} with a body that is not JSON: "
                 f"{self.redact(response.text[:200])!r}"

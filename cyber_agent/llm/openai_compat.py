@@ -221,8 +221,10 @@ class OpenAICompatModel:
         if stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
-        body.update(self._extra_body)  # last, so a server that rejects a field can be told otherwise
-        return body
+        # Last, so extra_body can override anything; None drops a field a server rejects
+        # (e.g. {"stream_options": None} for servers without usage-in-stream support).
+        body.update(self._extra_body)
+        return {key: value for key, value in body.items() if value is not None}
 
     async def __call__(
         self,

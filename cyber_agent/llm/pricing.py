@@ -16,7 +16,7 @@ from types import MappingProxyType
 
 from cyber_agent.llm.types import LLMResponse, Usage
 
-__all__ = ["PRICES_AS_OF", "PRICE_TABLE", "ModelPrice", "compute_cost", "lookup_price", "with_cost"]
+__all__ = ["ModelPrice", "PRICES_AS_OF", "PRICE_TABLE", "compute_cost", "lookup_price", "with_cost"]
 
 PRICES_AS_OF = "2025-10-01"
 """Date the table's prices were copied from the providers' price pages."""

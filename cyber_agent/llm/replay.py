@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 from cyber_agent.errors import ConfigurationError, CorruptRecordError, ReplayDivergenceError
 from cyber_agent.llm.types import DeltaCallback, LLMCall, LLMResponse
 
-__all__ = ["FORMAT_VERSION", "Exchange", "RecordingLLM", "ReplayLLM", "canonical_request", "load_exchanges"]
+__all__ = ["Exchange", "FORMAT_VERSION", "RecordingLLM", "ReplayLLM", "canonical_request", "load_exchanges"]
 
 FORMAT_VERSION = 1
 

@@ -24,6 +24,14 @@ def parse_tool_arguments(call_id: str, name: str, arguments: Any) -> ToolCall:
             id=call_id, name=name, raw_arguments=text,
             parse_error=f"arguments are not valid JSON ({exc.msg} at position {exc.pos}); resend the call with a JSON object",
         )
+    except (ValueError, RecursionError) as exc:
+        # Valid-looking JSON can still fail: an integer over Python's digit limit (ValueError) or
+        # nesting deeper than the recursion limit. A model can emit either; neither may crash the run.
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(";")[0]
+        return ToolCall(
+            id=call_id, name=name, raw_arguments=text,
+            parse_error=f"arguments could not be decoded ({reason}); resend the call with a smaller JSON object",
+        )
     if not isinstance(value, dict):
         return ToolCall(
             id=call_id, name=name, raw_arguments=text,

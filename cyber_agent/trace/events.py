@@ -1,15 +1,34 @@
-"""Persisted trace events (SPEC T10): the stream a WebSocket watcher replays and follows."""
+"""Persisted trace events (SPEC T10): the stream a WebSocket watcher replays and follows.
+
+Stores write each event as one JSON line (`encode_event`) and read it back as a `TraceEvent`.
+Payloads are encoded once, before an event id is taken, so a payload that cannot be encoded
+never leaves a gap in the dense id sequence.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
+from pydantic_core import PydanticSerializationError, to_json
 
+from cyber_agent.errors import InvalidUpdateError
 from cyber_agent.trace.models import utc_now
 
-__all__ = ["EVENT_TYPES", "EventType", "TraceEvent"]
+if TYPE_CHECKING:
+    from cyber_agent.trace.goal_models import Goal, GoalStats
+
+__all__ = [
+    "EVENT_TYPES",
+    "EventType",
+    "TraceEvent",
+    "encode_event",
+    "encode_json",
+    "message_added_payload",
+]
 
 EventType = Literal[
     "goal_added",
@@ -41,3 +60,41 @@ class TraceEvent(BaseModel):
     """Event data (see docs/trace.md for each type)."""
     created_at: datetime = Field(default_factory=utc_now)
     """When it happened (UTC)."""
+
+
+def encode_json(value: Any, what: str) -> str:
+    """Return `value` as JSON text; raise InvalidUpdateError naming `what` if it cannot be encoded."""
+    try:
+        if isinstance(value, BaseModel):
+            return value.model_dump_json()
+        return to_json(value).decode()
+    except PydanticSerializationError as exc:
+        raise InvalidUpdateError(f"{what} is not JSON-serializable: {exc}") from None
+
+
+def encode_event(event_id: int, trace_id: str, event_type: str, payload_json: str) -> str:
+    """Return the JSON line (without newline) of a `TraceEvent` whose payload is already JSON text."""
+    # Built by hand: the payload may embed a message already serialized for its own file.
+    created_at = utc_now().isoformat().replace("+00:00", "Z")
+    return (
+        f'{{"event_id":{event_id},"trace_id":{json.dumps(trace_id)},"type":"{event_type}",'
+        f'"payload":{payload_json},"created_at":"{created_at}"}}'
+    )
+
+
+def message_added_payload(message_json: str, affected: Iterable[Goal], *, recovered: bool = False) -> str:
+    """Return the `message_added` payload: the message and every affected goal's self/cumulative stats."""
+    goals = [
+        {
+            "goal_id": goal.id,
+            "self_stats": _stats(goal.self_stats),
+            "cumulative_stats": _stats(goal.cumulative_stats),
+        }
+        for goal in affected
+    ]
+    extra = ',"recovered":true' if recovered else ""
+    return f'{{"message":{message_json},"affected_goals":{json.dumps(goals)}{extra}}}'
+
+
+def _stats(stats: GoalStats) -> Mapping[str, Any]:
+    return {"message_count": stats.message_count, "total_tokens": stats.total_tokens, "total_cost": stats.total_cost}

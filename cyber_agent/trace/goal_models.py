@@ -208,6 +208,44 @@ class GoalTree(BaseModel):
             goal.cumulative_stats.add(tokens, cost)
         return chain
 
+    def check_structure(self) -> None:
+        """Raise GoalError unless ids are unique, every parent exists and no goal is its own ancestor."""
+        by_id: dict[str, Goal] = {}
+        for goal in self.goals:
+            if goal.id in by_id:
+                raise GoalError(f"goal id {goal.id!r} appears twice in the tree")
+            by_id[goal.id] = goal
+        for goal in self.goals:
+            seen = {goal.id}
+            parent_id = goal.parent_id
+            while parent_id is not None:
+                parent = by_id.get(parent_id)
+                if parent is None:
+                    raise GoalError(f"parent goal {parent_id!r} of goal {goal.id!r} does not exist")
+                if parent_id in seen:
+                    raise GoalError(f"goal {goal.id!r} is its own ancestor (parent chain loops at {parent_id!r})")
+                seen.add(parent_id)
+                parent_id = parent.parent_id
+
+    def recompute_cumulative(self) -> None:
+        """Rebuild every cumulative_stats from the self_stats of the goal and its descendants."""
+        for goal in self.goals:
+            goal.cumulative_stats = goal.self_stats.model_copy()
+        by_id = {goal.id: goal for goal in self.goals}
+        for goal in self.goals:
+            stats = goal.self_stats
+            if not stats.message_count and not stats.total_tokens and not stats.total_cost:
+                continue
+            # Walk up with a visited set so a malformed tree cannot loop forever.
+            seen = {goal.id}
+            parent = by_id.get(goal.parent_id) if goal.parent_id is not None else None
+            while parent is not None and parent.id not in seen:
+                seen.add(parent.id)
+                parent.cumulative_stats.message_count += stats.message_count
+                parent.cumulative_stats.total_tokens += stats.total_tokens
+                parent.cumulative_stats.total_cost += stats.total_cost
+                parent = by_id.get(parent.parent_id) if parent.parent_id is not None else None
+
     def to_prompt(self) -> str:
         """Render the plan as indented text for the model."""
         if not self.goals:

@@ -1,8 +1,13 @@
-"""InMemoryTraceStore: the TraceStore kept in process memory (tests, notebooks, benchmarks)."""
+"""InMemoryTraceStore: the TraceStore kept in process memory (tests, notebooks, benchmarks).
+
+Records are kept as the same JSON text the file store writes, so both stores normalise values
+alike (a payload that cannot be persisted fails here too) and every read returns a fresh,
+independent object without a deep copy.
+"""
 
 from __future__ import annotations
 
-import copy
+import json
 from typing import Any
 
 from cyber_agent.trace.events import TraceEvent
@@ -18,64 +23,64 @@ class InMemoryTraceStore(BaseTraceStore):
 
     def __init__(self) -> None:
         super().__init__()
-        self._traces: dict[str, Trace] = {}
-        self._goals: dict[str, GoalTree] = {}
-        self._messages: dict[str, list[Message]] = {}
-        self._events: dict[str, list[TraceEvent]] = {}
-        self._side: dict[tuple[str, str], dict[str, Any]] = {}
+        # The live trace and goal tree of a trace are its write-side state; nothing else to persist.
+        self._records: dict[str, tuple[Trace, GoalTree]] = {}
+        self._messages: dict[str, list[str]] = {}
+        self._events: dict[str, list[str]] = {}
+        self._side: dict[tuple[str, str], str] = {}
 
     def _trace_exists(self, trace_id: str) -> bool:
-        return trace_id in self._traces
+        return trace_id in self._records
 
     def _create_record(self, trace: Trace, tree: GoalTree) -> None:
-        self._traces[trace.trace_id] = trace
-        self._goals[trace.trace_id] = tree
         self._messages[trace.trace_id] = []
         self._events[trace.trace_id] = []
+        self._records[trace.trace_id] = (trace, tree)
 
     def _read_trace(self, trace_id: str) -> Trace | None:
-        trace = self._traces.get(trace_id)
-        return trace.model_copy(deep=True) if trace is not None else None
+        record = self._records.get(trace_id)
+        return Trace.model_validate_json(record[0].model_dump_json()) if record is not None else None
 
     def _write_trace(self, trace: Trace) -> None:
-        # The hot copy is the stored object; nothing to do.
-        self._traces[trace.trace_id] = trace
+        self._records[trace.trace_id] = (trace, self._records[trace.trace_id][1])
 
     def _read_goals(self, trace_id: str) -> GoalTree | None:
-        return self._goals.get(trace_id)
+        record = self._records.get(trace_id)
+        return GoalTree.model_validate_json(record[1].model_dump_json()) if record is not None else None
 
     def _write_goals(self, trace_id: str, tree: GoalTree) -> None:
-        self._goals[trace_id] = tree
+        self._records[trace_id] = (self._records[trace_id][0], tree)
 
     def _read_message(self, trace_id: str, sequence: int) -> Message | None:
         messages = self._messages.get(trace_id)
         if messages is None or not 0 < sequence <= len(messages):
             return None
-        return messages[sequence - 1].model_copy()
+        return Message.model_validate_json(messages[sequence - 1])
 
-    def _write_message(self, message: Message) -> None:
-        messages = self._messages[message.trace_id]
-        stored = message.model_copy()
-        if message.sequence == len(messages) + 1:
-            messages.append(stored)
+    def _write_message(self, trace_id: str, sequence: int, data: str) -> None:
+        messages = self._messages[trace_id]
+        if sequence == len(messages) + 1:
+            messages.append(data)
         else:
-            messages[message.sequence - 1] = stored
+            messages[sequence - 1] = data
 
     def _read_all_messages(self, trace_id: str) -> list[Message]:
-        return [m.model_copy() for m in self._messages.get(trace_id, [])]
+        return [Message.model_validate_json(data) for data in self._messages.get(trace_id, [])]
 
-    def _append_event_record(self, event: TraceEvent) -> None:
-        self._events[event.trace_id].append(event)
+    def _append_event_line(self, trace_id: str, line: str) -> None:
+        self._events[trace_id].append(line)
 
-    def _read_events(self, trace_id: str) -> list[TraceEvent]:
-        return list(self._events.get(trace_id, []))
+    def _read_events(self, trace_id: str, since_event_id: int) -> list[TraceEvent]:
+        # Event ids are dense from 1, so id n sits at index n - 1.
+        lines = self._events.get(trace_id, [])[max(since_event_id, 0):]
+        return [TraceEvent.model_validate_json(line) for line in lines]
 
     def _read_side_record(self, trace_id: str, name: str) -> dict[str, Any] | None:
-        record = self._side.get((trace_id, name))
-        return copy.deepcopy(record) if record is not None else None
+        data = self._side.get((trace_id, name))
+        return json.loads(data) if data is not None else None
 
-    def _write_side_record(self, trace_id: str, name: str, data: dict[str, Any]) -> None:
-        self._side[(trace_id, name)] = copy.deepcopy(data)
+    def _write_side_record(self, trace_id: str, name: str, data: str) -> None:
+        self._side[(trace_id, name)] = data
 
     def _all_traces(self) -> list[Trace]:
-        return list(self._traces.values())
+        return [record[0] for record in list(self._records.values())]

@@ -1,26 +1,29 @@
 """FileSystemTraceStore: one directory per trace (SPEC T4).
 
     {base_path}/{trace_id}/
-        meta.json              Trace
-        goal.json              GoalTree (flat)
+        meta.json              Trace (checkpoint of totals and head)
+        goal.json              GoalTree, flat (checkpoint of goal stats)
         resource_usage.json    tree-wide usage of a recursive root
         tool_approvals.json    approval batches
         messages/{message_id}.json
         events.jsonl           one TraceEvent per line
 
-Crash safety: every JSON file is written to a temporary file in the same directory and
-renamed over the target, so a reader sees the old or the new file, never half of one. A
-message file is written before the totals in `meta.json`; a process killed between the two
-leaves an orphan message that the next writer adopts (`_recover`). `events.jsonl` is only
-appended to; a torn last line left by a kill is ignored by readers and cut by the next writer.
-With `durable=True` every write is also fsynced (survives power loss, costs ~ms per write).
+Crash safety: every JSON file is written to a hidden temporary file in the same directory and
+renamed over the target, so a reader sees the old or the new file, never half of one.
+`events.jsonl` is only appended to; readers ignore a torn last line left by a kill and the
+next writer cuts it. Adding a message creates its file and appends its event; `goal.json` and
+`meta.json` are checkpointed every `checkpoint_every` adds or `checkpoint_interval` seconds
+and on every other change. Readers count messages above the checkpoint (`_cold_view`), and the
+next writer adopts them (`_load_for_write`), so a kill at any moment loses nothing that
+`add_message` acknowledged. With `durable=True` every write is also fsynced (power loss).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,50 +33,77 @@ from cyber_agent.errors import CorruptRecordError, InvalidIdError
 from cyber_agent.trace.events import TraceEvent
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Message, Trace
-from cyber_agent.trace.store_base import BaseTraceStore
+from cyber_agent.trace.store_base import BaseTraceStore, _evented_sequence
 from cyber_agent.trace.trace_id import message_id_for, validate_trace_id
 
 __all__ = ["FileSystemTraceStore"]
 
 _SIDE_RECORDS = {"resource_usage": "resource_usage.json", "tool_approvals": "tool_approvals.json"}
+_CHUNK = 1 << 16
+_OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+_APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+_MAX_CACHED_DIRS = 4096
 
 
 class FileSystemTraceStore(BaseTraceStore):
     """Persist traces as JSON files under `base_path`."""
 
-    def __init__(self, base_path: str | os.PathLike[str] = ".trace", *, durable: bool = False) -> None:
+    def __init__(
+        self, base_path: str | os.PathLike[str] = ".trace", *, durable: bool = False,
+        checkpoint_every: int = 32, checkpoint_interval: float = 0.5,
+    ) -> None:
         super().__init__()
+        if checkpoint_every < 1 or checkpoint_interval < 0:
+            raise ValueError(f"checkpoint_every must be >= 1 and checkpoint_interval >= 0, "
+                             f"got {checkpoint_every} and {checkpoint_interval}")
         self.base_path = Path(base_path)
         self.durable = durable
+        self._checkpoint_every = checkpoint_every
+        self._checkpoint_interval = checkpoint_interval
         self.base_path.mkdir(parents=True, exist_ok=True)
-        self._base_resolved = self.base_path.resolve()
-        self._events_checked: set[str] = set()
+        self._base = os.fspath(self.base_path)
+        self._base_real = os.path.realpath(self._base)
+        self._dirs: dict[str, str] = {}
 
     def __repr__(self) -> str:
-        return f"FileSystemTraceStore(base_path={str(self.base_path)!r})"
+        return f"FileSystemTraceStore(base_path={self._base!r})"
 
     # ---- paths --------------------------------------------------------------------------
     def trace_dir(self, trace_id: str) -> Path:
         """Directory of a trace; refuses ids that could leave `base_path`."""
-        validate_trace_id(trace_id)
-        path = self.base_path / trace_id
-        if path.resolve().parent != self._base_resolved:
-            raise InvalidIdError("trace id", trace_id, "resolves outside the store's base path")
-        return path
+        return Path(self._dir(trace_id))
 
-    def _message_path(self, trace_id: str, sequence: int) -> Path:
-        return self.trace_dir(trace_id) / "messages" / f"{message_id_for(trace_id, sequence)}.json"
+    def _dir(self, trace_id: str) -> str:
+        directory = self._dirs.get(trace_id)
+        if directory is None:
+            validate_trace_id(trace_id)
+            directory = os.path.join(self._base, trace_id)
+            # The id is a plain name; resolving catches a symlink planted under base_path.
+            if os.path.dirname(os.path.realpath(directory)) != self._base_real:
+                raise InvalidIdError("trace id", trace_id, "resolves outside the store's base path")
+            if len(self._dirs) >= _MAX_CACHED_DIRS:
+                self._dirs.clear()
+            self._dirs[trace_id] = directory
+        return directory
+
+    def _message_path(self, trace_id: str, sequence: int) -> str:
+        return f"{self._dir(trace_id)}/messages/{message_id_for(trace_id, sequence)}.json"
 
     # ---- file primitives ----------------------------------------------------------------
-    def _write_atomic(self, path: Path, data: str) -> None:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    def _write_atomic(self, directory: str, name: str, data: bytes) -> None:
+        """Write `directory/name` through a temporary file and a rename."""
+        tmp = f"{directory}/.{name}.{os.getpid()}-{threading.get_ident()}.tmp"
+        fd = os.open(tmp, _OPEN_FLAGS, 0o666)
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(data)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
                 if self.durable:
-                    handle.flush()
-                    os.fsync(handle.fileno())
-            os.replace(tmp, path)
+                    os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.replace(tmp, f"{directory}/{name}")
         except BaseException:
             try:
                 os.unlink(tmp)
@@ -81,143 +111,209 @@ class FileSystemTraceStore(BaseTraceStore):
                 pass
             raise
         if self.durable:
-            dir_fd = os.open(path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+            self._fsync_dir(directory)
 
     @staticmethod
-    def _read_text(path: Path) -> str | None:
+    def _fsync_dir(directory: str) -> None:
+        dir_fd = os.open(directory, os.O_RDONLY)
         try:
-            return path.read_text(encoding="utf-8")
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
+
+    @staticmethod
+    def _read_bytes(path: str) -> bytes | None:
+        try:
+            with open(path, "rb") as handle:
+                return handle.read()
         except FileNotFoundError:
             return None
 
-    def _parse(self, path: Path, model: type[Any]) -> Any:
-        text = self._read_text(path)
-        if text is None:
+    def _parse(self, path: str, model: type[Any]) -> Any:
+        raw = self._read_bytes(path)
+        if raw is None:
             return None
         try:
-            return model.model_validate_json(text)
+            return model.model_validate_json(raw)
         except ValidationError as exc:
             raise CorruptRecordError(path, f"does not match {model.__name__}: {exc.errors()[0]['msg']}") from None
 
     # ---- primitives ---------------------------------------------------------------------
     def _trace_exists(self, trace_id: str) -> bool:
-        return (self.trace_dir(trace_id) / "meta.json").is_file()
+        return os.path.isfile(f"{self._dir(trace_id)}/meta.json")
 
     def _create_record(self, trace: Trace, tree: GoalTree) -> None:
-        directory = self.trace_dir(trace.trace_id)
-        (directory / "messages").mkdir(parents=True, exist_ok=True)
+        directory = self._dir(trace.trace_id)
+        os.makedirs(f"{directory}/messages", exist_ok=True)
         self._write_goals(trace.trace_id, tree)
         # meta.json last: its presence is what makes the trace exist.
         self._write_trace(trace)
 
     def _read_trace(self, trace_id: str) -> Trace | None:
-        return self._parse(self.trace_dir(trace_id) / "meta.json", Trace)
+        path = f"{self._dir(trace_id)}/meta.json"
+        trace = self._parse(path, Trace)
+        if trace is not None and trace.trace_id != trace_id:
+            raise CorruptRecordError(path, f"holds trace {trace.trace_id!r}, not {trace_id!r}")
+        return trace
 
     def _write_trace(self, trace: Trace) -> None:
-        self._write_atomic(self.trace_dir(trace.trace_id) / "meta.json", trace.model_dump_json(indent=1))
+        self._write_atomic(self._dir(trace.trace_id), "meta.json", trace.model_dump_json().encode())
 
     def _read_goals(self, trace_id: str) -> GoalTree | None:
-        return self._parse(self.trace_dir(trace_id) / "goal.json", GoalTree)
+        return self._parse(f"{self._dir(trace_id)}/goal.json", GoalTree)
 
     def _write_goals(self, trace_id: str, tree: GoalTree) -> None:
-        self._write_atomic(self.trace_dir(trace_id) / "goal.json", tree.model_dump_json(indent=1))
+        self._write_atomic(self._dir(trace_id), "goal.json", tree.model_dump_json().encode())
 
     def _read_message(self, trace_id: str, sequence: int) -> Message | None:
-        return self._parse(self._message_path(trace_id, sequence), Message)
+        path = self._message_path(trace_id, sequence)
+        message = self._parse(path, Message)
+        if message is not None and (message.trace_id != trace_id or message.sequence != sequence):
+            raise CorruptRecordError(path, f"holds message {message.message_id!r}")
+        return message
 
-    def _write_message(self, message: Message) -> None:
-        self._write_atomic(self._message_path(message.trace_id, message.sequence), message.model_dump_json())
+    def _write_message(self, trace_id: str, sequence: int, data: str) -> None:
+        self._write_atomic(f"{self._dir(trace_id)}/messages", f"{message_id_for(trace_id, sequence)}.json", data.encode())
 
     def _read_all_messages(self, trace_id: str) -> list[Message]:
-        directory = self.trace_dir(trace_id) / "messages"
+        directory = f"{self._dir(trace_id)}/messages"
         out = []
         with os.scandir(directory) as entries:
             for entry in entries:
                 if entry.name.endswith(".json") and not entry.name.startswith("."):
-                    message = self._parse(Path(entry.path), Message)
+                    message = self._parse(entry.path, Message)
                     if message is not None:
                         out.append(message)
         return out
 
-    def _recover(self, trace: Trace, tree: GoalTree) -> list[Message]:
-        orphans = []
-        sequence = trace.total_messages + 1
-        while (message := self._read_message(trace.trace_id, sequence)) is not None:
-            orphans.append(message)
-            sequence += 1
-        return orphans
+    def _events_path(self, trace_id: str) -> str:
+        return f"{self._dir(trace_id)}/events.jsonl"
 
-    def _events_path(self, trace_id: str) -> Path:
-        return self.trace_dir(trace_id) / "events.jsonl"
-
-    def _append_event_record(self, event: TraceEvent) -> None:
-        path = self._events_path(event.trace_id)
-        if event.trace_id not in self._events_checked:
-            self._cut_torn_tail(path)
-            self._events_checked.add(event.trace_id)
-        with open(path, "a", encoding="utf-8") as handle:
-            handle.write(event.model_dump_json() + "\n")
-            if self.durable:
-                handle.flush()
-                os.fsync(handle.fileno())
-
-    @staticmethod
-    def _cut_torn_tail(path: Path) -> None:
+    def _append_event_line(self, trace_id: str, line: str) -> None:
+        fd = os.open(self._events_path(trace_id), _APPEND_FLAGS, 0o666)
         try:
-            with open(path, "rb+") as handle:
-                data = handle.read()
-                if data and not data.endswith(b"\n"):
-                    handle.truncate(data.rfind(b"\n") + 1)
-        except FileNotFoundError:
-            pass
+            os.write(fd, (line + "\n").encode())
+            if self.durable:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
 
-    def _read_events(self, trace_id: str) -> list[TraceEvent]:
+    def _read_events(self, trace_id: str, since_event_id: int) -> list[TraceEvent]:
         path = self._events_path(trace_id)
-        text = self._read_text(path)
-        if not text:
+        raw = self._read_bytes(path)
+        if not raw:
             return []
-        lines = text.split("\n")
-        # The last element is '' after a complete file, or a torn line left by a kill: skip it.
+        lines = raw.split(b"\n")
+        # The last element is b'' after a complete file, or a torn line left by a kill: skip it.
         events = []
         for number, line in enumerate(lines[:-1], start=1):
             if not line.strip():
                 continue
             try:
-                events.append(TraceEvent.model_validate_json(line))
+                event = TraceEvent.model_validate_json(line)
             except ValidationError as exc:
                 raise CorruptRecordError(path, f"line {number} is not an event: {exc.errors()[0]['msg']}") from None
+            if event.event_id > since_event_id:
+                events.append(event)
         return events
 
+    def _repair(self, trace_id: str) -> tuple[int, int]:
+        """Cut a torn event line, drop stale temporary files; read only the end of the event log."""
+        self._remove_temp_files(self._dir(trace_id))
+        self._remove_temp_files(f"{self._dir(trace_id)}/messages")
+        path = self._events_path(trace_id)
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            return 0, 0
+        try:
+            size = os.fstat(fd).st_size
+            end = _last_newline_end(fd, size)
+            if end != size:
+                os.ftruncate(fd, end)
+                if self.durable:
+                    os.fsync(fd)
+            last_event_id = evented = 0
+            for line in _lines_backwards(fd, end):
+                try:
+                    event = json.loads(line)
+                    event_id = event["event_id"]
+                except (ValueError, KeyError, TypeError):
+                    raise CorruptRecordError(path, "a line near the end is not an event") from None
+                last_event_id = last_event_id or event_id
+                if event.get("type") == "message_added":
+                    evented = _evented_sequence(event.get("payload") or {})
+                    break
+            return last_event_id, evented
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _remove_temp_files(directory: str) -> None:
+        try:
+            with os.scandir(directory) as entries:
+                stale = [e.path for e in entries if e.name.startswith(".") and e.name.endswith(".tmp")]
+        except FileNotFoundError:
+            return
+        for path in stale:
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+
     def _read_side_record(self, trace_id: str, name: str) -> dict[str, Any] | None:
-        path = self.trace_dir(trace_id) / _SIDE_RECORDS[name]
-        text = self._read_text(path)
-        if text is None:
+        path = f"{self._dir(trace_id)}/{_SIDE_RECORDS[name]}"
+        raw = self._read_bytes(path)
+        if raw is None:
             return None
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise CorruptRecordError(path, f"invalid JSON ({exc.msg} at position {exc.pos})") from None
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise CorruptRecordError(path, f"invalid JSON ({exc})") from None
         if not isinstance(data, dict):
             raise CorruptRecordError(path, f"expected a JSON object, got {type(data).__name__}")
         return data
 
-    def _write_side_record(self, trace_id: str, name: str, data: dict[str, Any]) -> None:
-        path = self.trace_dir(trace_id) / _SIDE_RECORDS[name]
-        self._write_atomic(path, json.dumps(data, ensure_ascii=False, indent=1, default=str))
+    def _write_side_record(self, trace_id: str, name: str, data: str) -> None:
+        self._write_atomic(self._dir(trace_id), _SIDE_RECORDS[name], data.encode())
 
     def _all_traces(self) -> list[Trace]:
         out = []
-        with os.scandir(self.base_path) as entries:
-            for entry in entries:
-                if not entry.is_dir() or entry.name.startswith("."):
-                    continue
-                meta = Path(entry.path) / "meta.json"
-                if meta.is_file():
-                    trace = self._parse(meta, Trace)
-                    if trace is not None:
-                        out.append(trace)
+        with os.scandir(self._base) as entries:
+            names = [e.name for e in entries if e.is_dir() and not e.name.startswith(".")]
+        for name in names:
+            try:
+                validate_trace_id(name)
+            except InvalidIdError:
+                continue  # not a trace directory
+            trace = self._read_trace(name)
+            if trace is not None:
+                out.append(trace)
         return out
+
+
+def _last_newline_end(fd: int, size: int) -> int:
+    """Offset just past the last newline (0 if none): where complete lines end."""
+    pos = size
+    while pos > 0:
+        step = min(_CHUNK, pos)
+        pos -= step
+        index = os.pread(fd, step, pos).rfind(b"\n")
+        if index >= 0:
+            return pos + index + 1
+    return 0
+
+
+def _lines_backwards(fd: int, end: int) -> Iterator[bytes]:
+    """Yield the non-empty lines before `end`, last first."""
+    pos, rest = end, b""
+    while pos > 0:
+        step = min(_CHUNK, pos)
+        pos -= step
+        parts = (os.pread(fd, step, pos) + rest).split(b"\n")
+        rest = parts[0]
+        for line in reversed(parts[1:]):
+            if line.strip():
+                yield line
+    if rest.strip():
+        yield rest

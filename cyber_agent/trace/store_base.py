@@ -1,45 +1,76 @@
-"""Store logic shared by every TraceStore: sequencing, totals, goal stats, events.
+"""Store logic shared by every TraceStore: sequencing, totals, goal stats, events, recovery.
 
-A concrete store implements the small set of `_primitive` methods (read and write one record)
-and inherits the protocol. The logic runs under one asyncio lock per trace, so coroutines in
-one process never lose an update. Each store instance assumes it is the only writer of the
-traces it writes (one process per run); readers may be anywhere.
+A concrete store implements the `_primitive` methods (read or write one record) and inherits
+the protocol. Each instance keeps the write-side state of the traces it writes (`_Hot`: trace,
+goal tree, last event id), so adding a message reads nothing. Every operation runs without
+awaiting under one `threading.Lock` per trace, so coroutines of one loop, and loops in several
+threads (the notebook bridge), never lose an update. One instance is the only writer of a
+trace (one process per run); readers may be anywhere.
+
+Message records are the source of truth; the trace and goal records are checkpoints of the
+totals and stats derived from them. A message above the checkpointed `total_messages` is
+adopted (counted) by every reader and, once, by the next writer; goal stats skip sequences at
+or below `GoalTree.stats_sequence`. The goal tree is always written before the trace, so an
+adopted message is never counted twice, whatever moment a crash hit.
 """
 
 from __future__ import annotations
 
-import asyncio
+import threading
+import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from cyber_agent.errors import (
-    GoalError,
-    InvalidUpdateError,
-    MessageNotFoundError,
-    StoreError,
-    TraceNotFoundError,
-)
-from cyber_agent.trace.events import EVENT_TYPES, EventType, TraceEvent
-from cyber_agent.trace.goal_models import Goal, GoalTree
+from pydantic import ValidationError
+
+from cyber_agent.errors import ConflictError, GoalError, InvalidUpdateError, MessageNotFoundError, StoreError, TraceNotFoundError
+from cyber_agent.trace.events import EVENT_TYPES, EventType, TraceEvent, encode_event, encode_json, message_added_payload
+from cyber_agent.trace.goal_models import Goal, GoalStats, GoalTree
 from cyber_agent.trace.models import Message, Trace, TraceMode, TraceStatus, utc_now
 from cyber_agent.trace.trace_id import parse_message_id, validate_trace_id
 
 __all__ = ["BaseTraceStore"]
 
 _FINAL = frozenset({"completed", "failed", "stopped"})
-_TRACE_FIELDS = frozenset(Trace.model_fields) - {"trace_id"}
-_MESSAGE_READONLY = frozenset({"message_id", "trace_id", "sequence"})
+# Totals are derived from the messages; total_messages is also the sequence counter.
+_TRACE_DERIVED = frozenset(
+    {"total_messages", "total_prompt_tokens", "total_completion_tokens", "total_cached_tokens", "total_tokens", "total_cost"}
+)
+_TRACE_FIELDS = frozenset(Trace.model_fields) - {"trace_id"} - _TRACE_DERIVED
+# Identity, tree shape and the numbers already counted in totals and goal stats are fixed.
+_MESSAGE_FIXED = frozenset({
+    "message_id", "trace_id", "sequence", "parent_sequence", "branch",
+    "goal_id", "prompt_tokens", "completion_tokens", "cached_tokens", "cost",
+})
+_MESSAGE_FIELDS = frozenset(Message.model_fields) - _MESSAGE_FIXED
 _GOAL_FIELDS = frozenset(Goal.model_fields) - {"id", "self_stats", "cumulative_stats"}
+
+
+class _Hot:
+    """Write-side state of one trace: the live records and the bookkeeping of checkpoints."""
+
+    __slots__ = ("trace", "tree", "last_event_id", "unflushed", "goals_dirty", "flushed_at")
+
+    def __init__(self, trace: Trace, tree: GoalTree, last_event_id: int) -> None:
+        self.trace = trace
+        self.tree = tree
+        self.last_event_id = last_event_id
+        self.unflushed = 0
+        self.goals_dirty = False
+        self.flushed_at = time.monotonic()
 
 
 class BaseTraceStore(ABC):
     """TraceStore logic over abstract record primitives."""
 
+    # Checkpoint the trace and goal records after this many adds or seconds (1 / 0: every add).
+    _checkpoint_every: int = 1
+    _checkpoint_interval: float = 0.0
+
     def __init__(self) -> None:
-        self._locks: dict[str, asyncio.Lock] = {}
-        # Write-side state of traces this instance writes: (trace, goal tree, last event id).
-        self._hot: dict[str, tuple[Trace, GoalTree]] = {}
-        self._event_ids: dict[str, int] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._hot: dict[str, _Hot] = {}
 
     # ---- primitives -------------------------------------------------------------------
     @abstractmethod
@@ -57,102 +88,115 @@ class BaseTraceStore(ABC):
     @abstractmethod
     def _read_message(self, trace_id: str, sequence: int) -> Message | None: ...
     @abstractmethod
-    def _write_message(self, message: Message) -> None: ...
+    def _write_message(self, trace_id: str, sequence: int, data: str) -> None: ...
     @abstractmethod
     def _read_all_messages(self, trace_id: str) -> list[Message]: ...
     @abstractmethod
-    def _append_event_record(self, event: TraceEvent) -> None: ...
+    def _append_event_line(self, trace_id: str, line: str) -> None: ...
     @abstractmethod
-    def _read_events(self, trace_id: str) -> list[TraceEvent]: ...
+    def _read_events(self, trace_id: str, since_event_id: int) -> list[TraceEvent]: ...
     @abstractmethod
     def _read_side_record(self, trace_id: str, name: str) -> dict[str, Any] | None: ...
     @abstractmethod
-    def _write_side_record(self, trace_id: str, name: str, data: dict[str, Any]) -> None: ...
+    def _write_side_record(self, trace_id: str, name: str, data: str) -> None: ...
     @abstractmethod
     def _all_traces(self) -> list[Trace]: ...
 
-    def _recover(self, trace: Trace, tree: GoalTree) -> list[Message]:
-        """Adopt messages persisted after the last totals write (crash recovery); default none."""
-        return []
+    def _repair(self, trace_id: str) -> tuple[int, int]:
+        """Make a trace's records appendable after a crash; return (last event id, last evented sequence)."""
+        events = self._read_events(trace_id, 0)
+        evented = next((_evented_sequence(e.payload) for e in reversed(events) if e.type == "message_added"), 0)
+        return (events[-1].event_id if events else 0), evented
 
-    # ---- helpers ------------------------------------------------------------------------
-    def _lock(self, trace_id: str) -> asyncio.Lock:
+    # ---- state --------------------------------------------------------------------------
+    def _lock(self, trace_id: str) -> threading.Lock:
         lock = self._locks.get(trace_id)
         if lock is None:
-            lock = self._locks[trace_id] = asyncio.Lock()
+            lock = self._locks.setdefault(trace_id, threading.Lock())
         return lock
 
-    def _load_for_write(self, trace_id: str) -> tuple[Trace, GoalTree]:
+    def _orphans(self, trace: Trace) -> Iterator[Message]:
+        """Messages persisted after the trace record was last checkpointed."""
+        sequence = trace.total_messages + 1
+        while (message := self._read_message(trace.trace_id, sequence)) is not None:
+            yield message
+            sequence += 1
+
+    def _cold_view(self, trace_id: str) -> tuple[Trace, GoalTree] | None:
+        """Trace and goal tree as persisted, with orphan messages counted (what a fresh reader sees)."""
+        trace = self._read_trace(trace_id)
+        if trace is None:
+            return None
+        tree = self._read_goals(trace_id) or GoalTree(mission=trace.task)
+        for orphan in self._orphans(trace):
+            _account(trace, tree, orphan)
+        return trace, tree
+
+    def _load_for_write(self, trace_id: str) -> _Hot:
         hot = self._hot.get(trace_id)
         if hot is not None:
             return hot
-        validate_trace_id(trace_id)
         trace = self._read_trace(trace_id)
         if trace is None:
             raise TraceNotFoundError(trace_id)
         tree = self._read_goals(trace_id) or GoalTree(mission=trace.task)
-        self._hot[trace_id] = (trace, tree)
-        for orphan in self._recover(trace, tree):
-            affected = self._account(trace, tree, orphan)
-            self._write_goals(trace_id, tree)
-            self._write_trace(trace)
-            self._emit(trace_id, "message_added", self._message_payload(orphan, affected, recovered=True))
-        return trace, tree
+        last_event_id, evented = self._repair(trace_id)
+        hot = _Hot(trace, tree, last_event_id)
+        adopted = False
+        for orphan in self._orphans(trace):
+            affected = _account(trace, tree, orphan)
+            adopted = True
+            if orphan.sequence > evented:
+                # Killed between the message write and its event: announce it now, exactly once.
+                self._emit(hot, "message_added", message_added_payload(orphan.model_dump_json(), affected, recovered=True))
+        if adopted:
+            hot.goals_dirty = True
+            self._checkpoint(hot)
+        self._hot[trace_id] = hot
+        return hot
 
-    def _next_event_id(self, trace_id: str) -> int:
-        last = self._event_ids.get(trace_id)
-        if last is None:
-            events = self._read_events(trace_id)
-            last = events[-1].event_id if events else 0
-        self._event_ids[trace_id] = last + 1
-        return last + 1
+    def _exists(self, trace_id: str) -> bool:
+        return trace_id in self._hot or self._trace_exists(trace_id)
 
-    def _emit(self, trace_id: str, event_type: EventType, payload: dict[str, Any]) -> int:
-        event = TraceEvent(event_id=self._next_event_id(trace_id), trace_id=trace_id, type=event_type, payload=payload)
-        self._append_event_record(event)
-        return event.event_id
+    def _require_exists(self, trace_id: str) -> None:
+        if not self._exists(trace_id):
+            raise TraceNotFoundError(trace_id)
 
-    @staticmethod
-    def _account(trace: Trace, tree: GoalTree, message: Message) -> list[Goal]:
-        trace.total_messages = max(trace.total_messages, message.sequence)
-        trace.total_prompt_tokens += message.prompt_tokens
-        trace.total_completion_tokens += message.completion_tokens
-        trace.total_cached_tokens += message.cached_tokens
-        trace.total_tokens += message.total_tokens
-        trace.total_cost += message.cost
-        trace.updated_at = utc_now()
-        if message.branch is None:
-            # The newest main-branch message is the head, also when it starts a branch after a rewind.
-            trace.head_sequence = message.sequence
-        affected: list[Goal] = []
-        if message.goal_id and tree.stats_sequence < message.sequence and tree.find(message.goal_id):
-            affected = tree.record_message(message.goal_id, message.total_tokens, message.cost)
-            tree.stats_sequence = message.sequence
-        return affected
+    def _emit(self, hot: _Hot, event_type: str, payload_json: str) -> int:
+        event_id = hot.last_event_id + 1
+        self._append_event_line(hot.trace.trace_id, encode_event(event_id, hot.trace.trace_id, event_type, payload_json))
+        hot.last_event_id = event_id
+        return event_id
 
-    @staticmethod
-    def _message_payload(message: Message, affected: list[Goal], **extra: Any) -> dict[str, Any]:
-        return {
-            "message": message.model_dump(mode="json"),
-            "affected_goals": [
-                {"goal_id": g.id, "self_stats": g.self_stats.model_dump(), "cumulative_stats": g.cumulative_stats.model_dump()}
-                for g in affected
-            ],
-            **extra,
-        }
+    def _checkpoint(self, hot: _Hot) -> None:
+        if hot.goals_dirty:
+            self._write_goals(hot.trace.trace_id, hot.tree)
+            hot.goals_dirty = False
+        self._write_trace(hot.trace)
+        hot.unflushed = 0
+        hot.flushed_at = time.monotonic()
+
+    async def flush(self) -> None:
+        """Checkpoint every trace this instance writes (readers reconcile anyway; this updates the files)."""
+        for trace_id, hot in list(self._hot.items()):
+            with self._lock(trace_id):
+                if hot.unflushed or hot.goals_dirty:
+                    self._checkpoint(hot)
 
     # ---- traces -------------------------------------------------------------------------
     async def create_trace(self, trace: Trace) -> str:
         """Persist a new trace and an empty goal tree; return its id."""
         trace_id = validate_trace_id(trace.trace_id)
-        async with self._lock(trace_id):
-            if self._trace_exists(trace_id):
-                raise StoreError(f"trace {trace_id!r} already exists; continue it instead of creating it")
-            tree = GoalTree(mission=trace.task)
-            stored = trace.model_copy(deep=True)
+        nonzero = sorted(f for f in _TRACE_DERIVED | {"head_sequence"} if getattr(trace, f))
+        if nonzero:
+            raise InvalidUpdateError(f"a new trace has no messages; {nonzero} must be 0 (the store maintains them)")
+        stored = Trace.model_validate_json(encode_json(trace, f"trace {trace_id!r}"))
+        with self._lock(trace_id):
+            if self._exists(trace_id):
+                raise ConflictError(f"trace {trace_id!r} already exists; continue it instead of creating it")
+            tree = GoalTree(mission=stored.task)
             self._create_record(stored, tree)
-            self._hot[trace_id] = (stored, tree)
-            self._event_ids[trace_id] = 0
+            self._hot[trace_id] = _Hot(stored, tree, 0)
         return trace_id
 
     async def get_trace(self, trace_id: str) -> Trace | None:
@@ -160,8 +204,10 @@ class BaseTraceStore(ABC):
         validate_trace_id(trace_id)
         hot = self._hot.get(trace_id)
         if hot is not None:
-            return hot[0].model_copy(deep=True)
-        return self._read_trace(trace_id)
+            with self._lock(trace_id):
+                return _copy(hot.trace)
+        view = self._cold_view(trace_id)
+        return None if view is None else view[0]
 
     async def require_trace(self, trace_id: str) -> Trace:
         """Return the trace or raise TraceNotFoundError."""
@@ -172,25 +218,29 @@ class BaseTraceStore(ABC):
 
     async def update_trace(self, trace_id: str, **updates: Any) -> Trace:
         """Update trace fields; a status change appends `trace_status_changed`."""
-        unknown = set(updates) - _TRACE_FIELDS
-        if unknown:
-            raise InvalidUpdateError(f"cannot update trace field(s) {sorted(unknown)}; updatable: {sorted(_TRACE_FIELDS)}")
-        async with self._lock(trace_id):
-            trace, tree = self._load_for_write(trace_id)
-            try:
-                merged = Trace.model_validate({**trace.model_dump(), **updates})
-            except ValueError as exc:
-                raise InvalidUpdateError(f"invalid update of trace {trace_id!r}: {exc}") from None
-            old_status = trace.status
-            for field in updates:
-                setattr(trace, field, getattr(merged, field))
-            trace.updated_at = utc_now()
-            if trace.status != old_status and trace.status in _FINAL and trace.completed_at is None:
-                trace.completed_at = trace.updated_at
-            self._write_trace(trace)
-            if trace.status != old_status:
-                self._emit(trace_id, "trace_status_changed", {"trace_id": trace_id, "status": trace.status, "previous": old_status})
-            return trace.model_copy(deep=True)
+        validate_trace_id(trace_id)
+        bad = set(updates) - _TRACE_FIELDS
+        if bad:
+            raise InvalidUpdateError(f"cannot update trace field(s) {sorted(bad)}; updatable: {sorted(_TRACE_FIELDS)}")
+        with self._lock(trace_id):
+            hot = self._load_for_write(trace_id)
+            old = hot.trace
+            candidate = _assign(old, updates, f"trace {trace_id!r}")
+            if not 0 <= candidate.head_sequence <= old.total_messages:
+                raise InvalidUpdateError(f"head_sequence {candidate.head_sequence} is not a message of trace {trace_id!r} "
+                                         f"(it has {old.total_messages}; 0 means no message)")
+            if "updated_at" not in updates:
+                candidate.updated_at = utc_now()
+            if candidate.status != old.status and "completed_at" not in updates:
+                candidate.completed_at = candidate.updated_at if candidate.status in _FINAL else None
+            # Re-read our own JSON so the stored trace shares no object with the caller.
+            data = encode_json(candidate, f"update of trace {trace_id!r}")
+            hot.trace = Trace.model_validate_json(data)
+            self._checkpoint(hot)
+            if candidate.status != old.status:
+                status = encode_json({"trace_id": trace_id, "status": candidate.status, "previous": old.status}, "event")
+                self._emit(hot, "trace_status_changed", status)
+            return Trace.model_validate_json(data)
 
     async def list_traces(
         self,
@@ -205,53 +255,57 @@ class BaseTraceStore(ABC):
     ) -> list[Trace]:
         """Newest first; every filter is applied before `limit`."""
         if limit is not None and limit < 0:
-            raise InvalidUpdateError(f"limit must be >= 0, got {limit}")
-        out = []
+            raise InvalidUpdateError(f"limit must be >= 0 or None, got {limit}")
+        matched = []
         for trace in self._all_traces():
             hot = self._hot.get(trace.trace_id)
             if hot is not None:
-                trace = hot[0].model_copy(deep=True)
-            if mode is not None and trace.mode != mode:
+                trace = hot.trace
+            # Only totals and the head change without a checkpoint; every filtered field is current.
+            if ((mode is not None and trace.mode != mode) or (status is not None and trace.status != status)
+                    or (agent_type is not None and trace.agent_type != agent_type)
+                    or (parent_trace_id is not None and trace.parent_trace_id != parent_trace_id)
+                    or (created_by_tool is not None and trace.context.get("created_by_tool") != created_by_tool)
+                    or (uid is not None and trace.uid != uid)):
                 continue
-            if status is not None and trace.status != status:
-                continue
-            if agent_type is not None and trace.agent_type != agent_type:
-                continue
-            if parent_trace_id is not None and trace.parent_trace_id != parent_trace_id:
-                continue
-            if created_by_tool is not None and trace.context.get("created_by_tool") != created_by_tool:
-                continue
-            if uid is not None and trace.uid != uid:
-                continue
-            out.append(trace)
-        out.sort(key=lambda t: (t.created_at, t.trace_id), reverse=True)
-        return out if limit is None else out[:limit]
+            matched.append(trace)
+        matched.sort(key=lambda t: (t.created_at, t.trace_id), reverse=True)
+        out = []
+        for trace in matched if limit is None else matched[:limit]:
+            current = await self.get_trace(trace.trace_id)
+            if current is not None:
+                out.append(current)
+        return out
 
     # ---- side records -------------------------------------------------------------------
     async def get_resource_usage(self, root_trace_id: str) -> dict[str, Any] | None:
-        """Return the root's usage record, None if never written; raise CorruptRecordError if unreadable."""
-        self._require_exists(root_trace_id)
-        return self._read_side_record(root_trace_id, "resource_usage")
+        """Return the root's usage record; None if never written or no such trace; CorruptRecordError if unreadable."""
+        return self._get_side(root_trace_id, "resource_usage")
 
     async def replace_resource_usage(self, root_trace_id: str, usage: dict[str, Any]) -> None:
         """Atomically replace the root's usage record."""
-        self._require_exists(root_trace_id)
-        self._write_side_record(root_trace_id, "resource_usage", dict(usage))
+        self._replace_side(root_trace_id, "resource_usage", usage)
 
     async def get_tool_approvals(self, trace_id: str) -> dict[str, Any] | None:
         """Return the persisted approval state of the trace, or None."""
-        self._require_exists(trace_id)
-        return self._read_side_record(trace_id, "tool_approvals")
+        return self._get_side(trace_id, "tool_approvals")
 
     async def replace_tool_approvals(self, trace_id: str, state: dict[str, Any]) -> None:
         """Atomically replace the trace's approval state."""
-        self._require_exists(trace_id)
-        self._write_side_record(trace_id, "tool_approvals", dict(state))
+        self._replace_side(trace_id, "tool_approvals", state)
 
-    def _require_exists(self, trace_id: str) -> None:
+    def _get_side(self, trace_id: str, name: str) -> dict[str, Any] | None:
         validate_trace_id(trace_id)
-        if trace_id not in self._hot and not self._trace_exists(trace_id):
-            raise TraceNotFoundError(trace_id)
+        return self._read_side_record(trace_id, name) if self._exists(trace_id) else None
+
+    def _replace_side(self, trace_id: str, name: str, data: Mapping[str, Any]) -> None:
+        validate_trace_id(trace_id)
+        if not isinstance(data, Mapping):
+            raise InvalidUpdateError(f"{name} must be a mapping, got {type(data).__name__}")
+        text = encode_json(dict(data), name)
+        with self._lock(trace_id):
+            self._require_exists(trace_id)
+            self._write_side_record(trace_id, name, text)
 
     # ---- goals --------------------------------------------------------------------------
     async def get_goal_tree(self, trace_id: str) -> GoalTree | None:
@@ -259,75 +313,100 @@ class BaseTraceStore(ABC):
         validate_trace_id(trace_id)
         hot = self._hot.get(trace_id)
         if hot is not None:
-            return hot[1].model_copy(deep=True)
-        if not self._trace_exists(trace_id):
-            return None
-        trace = self._read_trace(trace_id)
-        return self._read_goals(trace_id) or GoalTree(mission=trace.task if trace else None)
+            with self._lock(trace_id):
+                return _copy(hot.tree)
+        view = self._cold_view(trace_id)
+        return None if view is None else view[1]
 
     async def update_goal_tree(self, trace_id: str, tree: GoalTree) -> None:
-        """Replace the whole goal tree."""
-        async with self._lock(trace_id):
-            trace, old = self._load_for_write(trace_id)
-            new = tree.model_copy(deep=True)
-            new.stats_sequence = max(new.stats_sequence, old.stats_sequence)
-            self._hot[trace_id] = (trace, new)
+        """Replace the goal tree; stats stay the store's (self_stats kept by goal id, cumulative recomputed)."""
+        validate_trace_id(trace_id)
+        new = _copy(tree)
+        new.check_structure()
+        with self._lock(trace_id):
+            hot = self._load_for_write(trace_id)
+            old = hot.tree
+            for goal in new.goals:
+                previous = old.find(goal.id)
+                goal.self_stats = previous.self_stats.model_copy() if previous else GoalStats()
+            new.recompute_cumulative()
+            new.stats_sequence = old.stats_sequence
+            new.next_id = max([new.next_id, old.next_id] + [int(g.id) + 1 for g in new.goals if g.id.isdigit()])
+            hot.tree = new
             self._write_goals(trace_id, new)
+            hot.goals_dirty = False
 
     async def add_goal(self, trace_id: str, goal: Goal) -> None:
-        """Insert a goal and append `goal_added`."""
-        async with self._lock(trace_id):
-            _, tree = self._load_for_write(trace_id)
-            tree.insert(goal.model_copy(deep=True))
-            self._write_goals(trace_id, tree)
-            self._emit(trace_id, "goal_added", {"goal": goal.model_dump(mode="json")})
+        """Insert a goal (its stats start at zero) and append `goal_added`."""
+        validate_trace_id(trace_id)
+        new = _copy(goal)
+        new.self_stats, new.cumulative_stats = GoalStats(), GoalStats()
+        with self._lock(trace_id):
+            hot = self._load_for_write(trace_id)
+            hot.tree.insert(new)
+            self._write_goals(trace_id, hot.tree)
+            hot.goals_dirty = False
+            self._emit(hot, "goal_added", f'{{"goal":{new.model_dump_json()}}}')
 
     async def update_goal(self, trace_id: str, goal_id: str, **updates: Any) -> list[Goal]:
         """Update a goal (status changes follow the tree's cascade rule); append `goal_updated`."""
-        unknown = set(updates) - _GOAL_FIELDS
-        if unknown:
-            raise InvalidUpdateError(f"cannot update goal field(s) {sorted(unknown)}; updatable: {sorted(_GOAL_FIELDS)}")
-        async with self._lock(trace_id):
-            trace, tree = self._load_for_write(trace_id)
+        validate_trace_id(trace_id)
+        bad = set(updates) - _GOAL_FIELDS
+        if bad:
+            raise InvalidUpdateError(f"cannot update goal field(s) {sorted(bad)}; updatable: {sorted(_GOAL_FIELDS)}")
+        with self._lock(trace_id):
+            hot = self._load_for_write(trace_id)
+            tree = hot.tree
             goal = tree.get(goal_id, trace_id)
-            try:
-                merged = Goal.model_validate({**goal.model_dump(), **updates})
-            except ValueError as exc:
-                raise InvalidUpdateError(f"invalid update of goal {goal_id!r}: {exc}") from None
-            if merged.parent_id is not None and tree.find(merged.parent_id) is None:
-                raise GoalError(f"parent goal {merged.parent_id!r} does not exist")
-            changed = [goal]
+            merged = _assign(goal, updates, f"goal {goal_id!r}")
+            if "parent_id" in updates and merged.parent_id is not None:
+                if tree.find(merged.parent_id) is None:
+                    raise GoalError(f"cannot move goal {goal_id!r} under {merged.parent_id!r}: no such goal")
+                if any(g.id == goal_id for g in tree.ancestors(merged.parent_id)):
+                    raise GoalError(f"cannot move goal {goal_id!r} under its own descendant {merged.parent_id!r}")
             for field in updates:
                 if field != "status":
                     setattr(goal, field, getattr(merged, field))
-            if "status" in updates:
-                changed = tree.set_status(goal_id, merged.status, summary=merged.summary)
+            changed = tree.set_status(goal_id, merged.status, summary=merged.summary) if "status" in updates else [goal]
+            if "parent_id" in updates:
+                tree.recompute_cumulative()
             self._write_goals(trace_id, tree)
-            self._emit(trace_id, "goal_updated", {
-                "goal_id": goal_id,
-                "patch": {k: merged.model_dump(mode="json")[k] for k in updates},
-                "affected_goals": [g.model_dump(mode="json") for g in changed],
-            })
-            return [g.model_copy(deep=True) for g in changed]
+            hot.goals_dirty = False
+            patch = encode_json({k: getattr(merged, k) for k in updates}, f"update of goal {goal_id!r}")
+            affected = ",".join(g.model_dump_json() for g in changed)
+            self._emit(hot, "goal_updated", f'{{"goal_id":{encode_json(goal_id, "goal id")},"patch":{patch},'
+                                            f'"affected_goals":[{affected}]}}')
+            return [_copy(g) for g in changed]
 
     # ---- messages -----------------------------------------------------------------------
     async def add_message(self, message: Message) -> str:
-        """Assign the next sequence, persist, update totals and goal stats, append `message_added`."""
+        """Assign the next sequence, persist, update totals and goal stats, append `message_added`.
+
+        The caller's message gets its `sequence` and `message_id`; the store keeps its own copy.
+        """
         trace_id = validate_trace_id(message.trace_id)
-        async with self._lock(trace_id):
-            trace, tree = self._load_for_write(trace_id)
-            if message.parent_sequence is not None and not 0 < message.parent_sequence <= trace.total_messages:
+        _check_counted_fields(message)
+        with self._lock(trace_id):
+            hot = self._load_for_write(trace_id)
+            total = hot.trace.total_messages
+            parent = message.parent_sequence
+            if parent is not None and not (type(parent) is int and 0 < parent <= total):
                 raise InvalidUpdateError(
-                    f"parent_sequence {message.parent_sequence} does not exist in trace {trace_id!r} "
-                    f"(it has {trace.total_messages} messages)"
-                )
-            message.assign(trace.total_messages + 1)
-            self._write_message(message)
-            affected = self._account(trace, tree, message)
-            if affected:
-                self._write_goals(trace_id, tree)
-            self._write_trace(trace)
-            self._emit(trace_id, "message_added", self._message_payload(message, affected))
+                    f"parent_sequence {parent!r} does not exist in trace {trace_id!r} (it has {total} messages)")
+            previous = (message.sequence, message.message_id)
+            message.assign(total + 1)
+            try:
+                data = encode_json(message, f"message of trace {trace_id!r}")
+                self._write_message(trace_id, message.sequence, data)
+            except BaseException:
+                message.sequence, message.message_id = previous
+                raise
+            affected = _account(hot.trace, hot.tree, message)
+            hot.unflushed += 1
+            hot.goals_dirty = hot.goals_dirty or bool(affected)
+            self._emit(hot, "message_added", message_added_payload(data, affected))
+            if hot.unflushed >= self._checkpoint_every or time.monotonic() - hot.flushed_at >= self._checkpoint_interval:
+                self._checkpoint(hot)
         return message.message_id
 
     async def get_message(self, message_id: str) -> Message | None:
@@ -337,24 +416,32 @@ class BaseTraceStore(ABC):
 
     async def get_trace_messages(self, trace_id: str) -> list[Message]:
         """All messages of the trace in sequence order, every branch included."""
+        validate_trace_id(trace_id)
         self._require_exists(trace_id)
         return sorted(self._read_all_messages(trace_id), key=lambda m: m.sequence)
 
-    async def get_main_path_messages(self, trace_id: str, head_sequence: int) -> list[Message]:
-        """Messages from the first one to `head_sequence` along `parent_sequence`, in order."""
-        self._require_exists(trace_id)
+    async def get_main_path_messages(self, trace_id: str, head_sequence: int | None = None) -> list[Message]:
+        """Messages from the first one to `head_sequence` (default: the trace's head) along `parent_sequence`."""
+        validate_trace_id(trace_id)
+        if head_sequence is None:
+            trace = await self.get_trace(trace_id)
+            if trace is None:
+                raise TraceNotFoundError(trace_id)
+            head_sequence = trace.head_sequence
+        else:
+            self._require_exists(trace_id)
         path: list[Message] = []
         sequence: int | None = head_sequence or None
-        seen: set[int] = set()
         while sequence is not None:
-            if sequence in seen:
-                raise StoreError(f"trace {trace_id!r}: message parent chain loops at sequence {sequence}")
-            seen.add(sequence)
             message = self._read_message(trace_id, sequence)
             if message is None:
                 raise MessageNotFoundError(f"{trace_id}-{sequence:04d}")
+            parent = message.parent_sequence
+            if parent is not None and not 0 < parent < sequence:
+                # Parents always precede their children; anything else would loop or dangle.
+                raise StoreError(f"trace {trace_id!r}: message {sequence} has invalid parent_sequence {parent}")
             path.append(message)
-            sequence = message.parent_sequence
+            sequence = parent
         path.reverse()
         return path
 
@@ -363,32 +450,83 @@ class BaseTraceStore(ABC):
         return [m for m in await self.get_trace_messages(trace_id) if m.goal_id == goal_id]
 
     async def update_message(self, message_id: str, **updates: Any) -> Message:
-        """Update fields of a message other than its identity."""
-        bad = set(updates) & _MESSAGE_READONLY | (set(updates) - set(Message.model_fields))
-        if bad:
-            raise InvalidUpdateError(f"cannot update message field(s) {sorted(bad)}")
+        """Update fields of a message other than its identity, tree position and counted numbers."""
         trace_id, sequence = parse_message_id(message_id)
-        async with self._lock(trace_id):
+        bad = set(updates) - _MESSAGE_FIELDS
+        if bad:
+            raise InvalidUpdateError(f"cannot update message field(s) {sorted(bad)}; updatable: {sorted(_MESSAGE_FIELDS)}")
+        with self._lock(trace_id):
             message = self._read_message(trace_id, sequence)
             if message is None:
                 raise MessageNotFoundError(message_id)
-            try:
-                updated = Message.model_validate({**message.model_dump(), **updates})
-            except ValueError as exc:
-                raise InvalidUpdateError(f"invalid update of message {message_id!r}: {exc}") from None
-            self._write_message(updated)
-            return updated
+            updated = _assign(message, updates, f"message {message_id!r}")
+            data = encode_json(updated, f"update of message {message_id!r}")
+            self._write_message(trace_id, sequence, data)
+            return Message.model_validate_json(data)
 
     # ---- events -------------------------------------------------------------------------
     async def append_event(self, trace_id: str, event_type: EventType, payload: dict[str, Any]) -> int:
         """Append an event and return its id."""
+        validate_trace_id(trace_id)
         if event_type not in EVENT_TYPES:
             raise InvalidUpdateError(f"unknown event type {event_type!r}; known: {sorted(EVENT_TYPES)}")
-        async with self._lock(trace_id):
-            self._require_exists(trace_id)
-            return self._emit(trace_id, event_type, payload)
+        if not isinstance(payload, Mapping):
+            raise InvalidUpdateError(f"event payload must be a mapping, got {type(payload).__name__}")
+        payload_json = encode_json(dict(payload), f"{event_type} payload")
+        with self._lock(trace_id):
+            return self._emit(self._load_for_write(trace_id), event_type, payload_json)
 
     async def get_events(self, trace_id: str, since_event_id: int = 0) -> list[TraceEvent]:
         """Events with id greater than `since_event_id`, in order."""
+        validate_trace_id(trace_id)
         self._require_exists(trace_id)
-        return [e for e in self._read_events(trace_id) if e.event_id > since_event_id]
+        return self._read_events(trace_id, since_event_id)
+
+
+def _copy(model: Any) -> Any:
+    """Return an independent copy; a JSON round trip is several times cheaper than a deep copy."""
+    return type(model).model_validate_json(model.model_dump_json())
+
+
+def _assign(model: Any, updates: dict[str, Any], what: str) -> Any:
+    """Return a shallow copy of `model` with `updates` validated and applied."""
+    candidate = model.model_copy()
+    try:
+        for field, value in updates.items():
+            type(model).__pydantic_validator__.validate_assignment(candidate, field, value)
+    except ValidationError as exc:
+        raise InvalidUpdateError(f"invalid update of {what}: {exc}") from None
+    return candidate
+
+
+def _check_counted_fields(message: Message) -> None:
+    # Fields may have been reassigned without validation; a bad type must fail before any write.
+    numbers = (message.prompt_tokens, message.completion_tokens, message.cached_tokens)
+    if not all(type(n) is int for n in numbers) or not isinstance(message.cost, (int, float)):
+        raise InvalidUpdateError(f"message token counts must be int and cost a number, got {numbers} and {message.cost!r}")
+    if message.goal_id is not None and not isinstance(message.goal_id, str):
+        raise InvalidUpdateError(f"message goal_id must be a string, got {message.goal_id!r}")
+
+
+def _account(trace: Trace, tree: GoalTree, message: Message) -> list[Goal]:
+    """Count a message in the trace totals and its goal's stats; return the goals whose stats changed."""
+    trace.total_messages = max(trace.total_messages, message.sequence)
+    trace.total_prompt_tokens += message.prompt_tokens
+    trace.total_completion_tokens += message.completion_tokens
+    trace.total_cached_tokens += message.cached_tokens
+    trace.total_tokens += message.prompt_tokens + message.completion_tokens
+    trace.total_cost += message.cost
+    trace.updated_at = utc_now()
+    if message.branch is None:
+        # The newest main-branch message is the head, also when it starts a branch after a rewind.
+        trace.head_sequence = message.sequence
+    if message.goal_id is None or tree.stats_sequence >= message.sequence or tree.find(message.goal_id) is None:
+        return []
+    tree.stats_sequence = message.sequence
+    return tree.record_message(message.goal_id, message.prompt_tokens + message.completion_tokens, message.cost)
+
+
+def _evented_sequence(payload: Mapping[str, Any]) -> int:
+    message = payload.get("message")
+    sequence = message.get("sequence") if isinstance(message, Mapping) else None
+    return sequence if isinstance(sequence, int) else 0

@@ -162,11 +162,14 @@ async def test_local_server_needs_no_key_and_reads_env():
     assert "authorization" not in server.requests[0].headers
 
 
-async def test_extra_body_is_sent_and_empty_model_is_refused():
-    server = Server(httpx.Response(200, json=completion({"content": "ok"})))
-    llm = model(server, extra_body={"max_tokens": 50})
+async def test_extra_body_is_sent_can_drop_fields_and_empty_model_is_refused():
+    server = Server(httpx.Response(200, json=completion({"content": "ok"})),
+                    httpx.Response(200, content=sse({"choices": [{"index": 0, "delta": {"content": "s"}}]})))
+    llm = model(server, extra_body={"max_tokens": 50, "stream_options": None})
     await llm(USER, "gpt-4o")
-    assert server.body()["max_tokens"] == 50
+    assert server.body(0)["max_tokens"] == 50
+    assert (await llm(USER, "gpt-4o", on_delta=lambda _: None)).content == "s"
+    assert server.body(1)["stream"] is True and "stream_options" not in server.body(1)
     with pytest.raises(ConfigurationError, match="model"):
         await llm(USER, "")
 

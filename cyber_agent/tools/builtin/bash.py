@@ -28,6 +28,7 @@ MAX_OUTPUT_BYTES = 30_000
 MAX_TIMEOUT_SECONDS = 600
 """Largest timeout a call may ask for."""
 _CHUNK = 65536
+_POLL_SECONDS = 0.02
 
 
 class _CappedBuffer:
@@ -89,9 +90,10 @@ async def bash_command(
     try:
         async with asyncio.timeout(timeout), asyncio.TaskGroup() as group:
             group.create_task(_drain(proc, output))
-            await proc.wait()
+            await _exited(proc)
             # Background jobs would keep the pipe open (and the call hanging) after the shell exits.
             _kill_group(proc)
+        await proc.wait()
     except TimeoutError:
         timed_out = True
     finally:
@@ -116,6 +118,12 @@ async def _drain(proc: asyncio.subprocess.Process, output: _CappedBuffer) -> Non
     assert proc.stdout is not None
     while chunk := await proc.stdout.read(_CHUNK):
         output.feed(chunk)
+
+
+async def _exited(proc: asyncio.subprocess.Process) -> None:
+    # Process.wait() also waits for the pipe to close, which a background job holds open.
+    while proc.returncode is None:
+        await asyncio.sleep(_POLL_SECONDS)
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:

@@ -3,6 +3,8 @@
 Legacy: `task` as a string delegates one sub-agent (`delegate`); a list explores the options
 in parallel (`explore`) and merges their answers. Sub-agents get T2 sub-trace ids, are linked
 by `parent_trace_id` / `parent_goal_id`, and cannot start sub-agents themselves (depth 1).
+Recursive: `task_brief` (an object or a list) creates governed children; see
+`cyber_agent/core/delegation.py:run_recursive_agents`.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from cyber_agent.core.task_protocol import TaskBrief
 from cyber_agent.errors import ToolError
 from cyber_agent.tools.context import ToolContext
 from cyber_agent.tools.registry import ToolRegistry
@@ -20,12 +23,36 @@ __all__ = ["agent", "register_agent_tool"]
 _MAX_LEGACY_DEPTH = 1
 
 
-async def agent(task: str | list[str], ctx: ToolContext) -> str:
+async def agent(
+    ctx: ToolContext,
+    task: str | list[str] | None = None,
+    task_brief: TaskBrief | list[TaskBrief] | None = None,
+    continue_from: str | None = None,
+) -> str:
     """Start sub-agents: a task string delegates it to one sub-agent; a list explores each option in parallel.
 
     Args:
-        task: One task for a single sub-agent, or a list of tasks explored in parallel.
+        task: Legacy mode: one task for a single sub-agent, or a list of tasks explored in parallel.
+        task_brief: Recursive mode: a TaskBrief (objective, reason, completion_criteria, expected_outputs, constraints, context_refs) or a list of them.
+        continue_from: Recursive mode: trace id of one of your children to revise with the (same-task) brief.
     """
+    policy = ctx.extra.get("policy")
+    if policy is not None and policy.is_recursive:
+        if task is not None:
+            raise ToolError("recursive mode delegates with task_brief={objective, completion_criteria, ...}, not task")
+        if task_brief is None:
+            raise ToolError("recursive mode needs task_brief: an object with objective and completion_criteria, or a list")
+        from cyber_agent.core.delegation import run_recursive_agents
+
+        briefs = [task_brief] if isinstance(task_brief, TaskBrief) else list(task_brief)
+        if not briefs:
+            raise ToolError("task_brief list is empty; pass at least one brief")
+        mode = "delegate" if isinstance(task_brief, TaskBrief) else "explore"
+        return await run_recursive_agents(ctx, [b.model_dump() for b in briefs], mode=mode, continue_from=continue_from)
+    if task_brief is not None or continue_from is not None:
+        raise ToolError("legacy mode delegates with task (a string or a list of strings); task_brief and continue_from are recursive-only")
+    if task is None:
+        raise ToolError("agent(task=...) needs a task string or a list of task strings")
     tasks = [task] if isinstance(task, str) else list(task)
     tasks = [t.strip() for t in tasks]
     if not tasks or any(not t for t in tasks):

@@ -1,0 +1,205 @@
+"""Recursive delegation (SPEC A4, A5, A7, A8, A9): create children from briefs, run, validate.
+
+Limits are checked for the whole batch before anything is created: depth 1..5, at most six
+direct children per parent counted cumulatively, and the tree's agent budget (reserved all or
+nothing; reservations of children never created are rolled back). Children run sequentially
+by default or under a semaphore of `max_parallel_children`; results keep input order. Every
+child is registered before it runs so a stop of any ancestor reaches it, and a queued child of
+a stopped parent never calls the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from cyber_agent.core.agent_mode import MAX_CHILDREN_PER_PARENT, MAX_RECURSIVE_DEPTH
+from cyber_agent.core.config import RunConfig
+from cyber_agent.core.context_policy import build_child_task_message, grant_context_refs, normalize_task_brief, task_briefs_match
+from cyber_agent.core.protocol_state import protocol_of, report_of, store_report, update_protocol
+from cyber_agent.core.task_protocol import RootTaskAnchor, TaskBrief, TaskReport, ValidationResult
+from cyber_agent.core.tool_rights import child_tool_snapshot
+from cyber_agent.core.trace_setup import ChildSetup
+from cyber_agent.core.validation import render_validation, run_validation
+from cyber_agent.errors import BudgetExceededError, ToolError
+from cyber_agent.tools.context import ToolContext
+from cyber_agent.trace.models import Trace
+from cyber_agent.trace.trace_id import new_sub_trace_id
+
+__all__ = ["continue_child", "render_outcome", "run_recursive_agents"]
+
+
+async def _anchor_of(ctx: ToolContext, trace: Trace) -> RootTaskAnchor | None:
+    root_id = trace.context.get("root_trace_id", trace.trace_id)
+    root = trace if root_id == trace.trace_id else await ctx.store.get_trace(root_id)
+    raw = (root.context if root else {}).get("root_task_anchor")
+    return RootTaskAnchor.model_validate(raw) if raw else None
+
+
+async def _schedule(ctx: ToolContext, trace: Trace) -> tuple[str, int]:
+    root_id = trace.context.get("root_trace_id", trace.trace_id)
+    root = trace if root_id == trace.trace_id else await ctx.store.get_trace(root_id)
+    execution = (root.context if root else {}).get("child_execution", {})
+    return execution.get("mode", "sequential"), int(execution.get("max_parallel_children", 2))
+
+
+async def _finish_child(ctx: ToolContext, child_id: str, brief: TaskBrief) -> dict[str, Any]:
+    """After a child run: make sure it has a report, then validate it independently."""
+    store, runner = ctx.store, ctx.runner
+    child = await store.get_trace(child_id)
+    assert child is not None
+    report = report_of(child)
+    if child.status != "completed" or report is None:
+        reason = child.error_message or f"the child ended {child.status} without a report"
+        report = TaskReport(outcome="failed", summary=reason, submitted_by="runner")
+        child = await store_report(store, child_id, report)
+    if report.outcome == "failed" and report.submitted_by == "runner":
+        validation = ValidationResult(scope="criteria", target_trace_id=child_id, verdict="fail", summary=report.summary)
+    else:
+        validation = await run_validation(runner, target=child, scope="criteria", criteria=brief.completion_criteria,
+                                          report=report, answer=None)
+    await store.append_event(ctx.trace_id, "sub_trace_completed", {
+        "trace_id": child_id, "status": child.status, "summary": report.summary,
+        "stats": {"total_messages": child.total_messages, "total_tokens": child.total_tokens, "total_cost": child.total_cost},
+        "outcome": report.outcome, "verdict": validation.verdict,
+    })
+    return {"trace_id": child_id, "status": child.status, "report": report, "validation": validation}
+
+
+def render_outcome(outcome: dict[str, Any]) -> str:
+    """Render one child outcome (report + validation) for its parent."""
+    report: TaskReport = outcome["report"]
+    lines = [f"Child {outcome['trace_id']} [{outcome['status']}] outcome={report.outcome}: {report.summary}"]
+    if report.outputs:
+        lines += [f"  output: {item}" for item in report.outputs]
+    if report.open_issues:
+        lines += [f"  open issue: {item}" for item in report.open_issues]
+    lines.append(render_validation(outcome["validation"]))
+    return "\n".join(lines)
+
+
+async def _mark_pending(ctx: ToolContext, child_ids: list[str]) -> None:
+    parent = await ctx.store.get_trace(ctx.trace_id)
+    protocol = protocol_of(parent) if parent else {}
+    pending = [c for c in protocol.get("pending_reviews", []) if c not in child_ids] + child_ids
+    children = list(dict.fromkeys([*protocol.get("children", []), *child_ids]))
+    await update_protocol(ctx.store, ctx.trace_id, pending_reviews=pending, children=children)
+    if ctx.goal_id is not None:
+        await ctx.store.update_goal(ctx.trace_id, ctx.goal_id, status="pending_review")
+
+
+async def run_recursive_agents(ctx: ToolContext, raw_briefs: list[Any], *, mode: str, continue_from: str | None) -> str:
+    """Validate, create and run a batch of recursive children; return their reports and verdicts."""
+    store, runner = ctx.store, ctx.runner
+    parent = await store.get_trace(ctx.trace_id)
+    assert parent is not None
+    depth = int(parent.context.get("agent_depth", 0))
+    if depth + 1 > MAX_RECURSIVE_DEPTH:
+        raise ToolError(
+            f"depth limit: this agent is at depth {depth} and recursive trees allow children down to depth "
+            f"{MAX_RECURSIVE_DEPTH}; do the work yourself and report"
+        )
+    parent_brief_raw = protocol_of(parent).get("brief")
+    parent_brief = TaskBrief.model_validate(parent_brief_raw) if parent_brief_raw else None
+    anchor = await _anchor_of(ctx, parent)
+    briefs = [normalize_task_brief(raw, parent_brief=parent_brief, anchor=anchor) for raw in raw_briefs]
+    if continue_from is not None:
+        if len(briefs) != 1:
+            raise ToolError("continue_from revises one existing child: pass a single task_brief object")
+        return await continue_child(ctx, continue_from, briefs[0])
+    count = len(briefs)
+    async with runner.lock(f"children:{ctx.trace_id}"):
+        parent = await store.get_trace(ctx.trace_id)
+        created_before = int(parent.context.get("child_count", 0)) if parent else 0
+        if created_before + count > MAX_CHILDREN_PER_PARENT:
+            raise ToolError(
+                f"child quota: this agent has created {created_before} of {MAX_CHILDREN_PER_PARENT} direct children; "
+                f"a batch of {count} would exceed it, so nothing was created. Revise existing children with "
+                "continue_from, or do the work yourself"
+            )
+        granted = [await grant_context_refs(store, parent, b.context_refs, created_before + i + 1) for i, b in enumerate(briefs)]
+        budget = await runner.budget_for(parent)
+        try:
+            await budget.reserve_agents(count)
+        except BudgetExceededError as exc:
+            raise ToolError(f"tree budget refused {count} new agent(s): {exc}; nothing was created") from None
+        await store.update_trace(ctx.trace_id, context={**parent.context, "child_count": created_before + count})
+    ids = [new_sub_trace_id(ctx.trace_id, mode, created_before + i + 1) for i in range(count)]
+    snapshot = child_tool_snapshot(ctx.allowed_tools, depth + 1, runner.tool_registry.names())
+    for child_id in ids:
+        runner.register_recursive_child(child_id, ctx.trace_id)
+    if ctx.goal_id is not None:
+        tree = await store.get_goal_tree(ctx.trace_id)
+        goal = tree.find(ctx.goal_id) if tree else None
+        if goal is not None:
+            await store.update_goal(ctx.trace_id, goal.id, type="agent_call", status="waiting_children",
+                                    sub_trace_ids=[*goal.sub_trace_ids, *ids])
+    execution_mode, max_parallel = await _schedule(ctx, parent)
+    semaphore = asyncio.Semaphore(max_parallel if execution_mode == "parallel" else 1)
+    created: set[str] = set()
+
+    async def run_one(index: int) -> dict[str, Any]:
+        child_id, brief = ids[index], briefs[index]
+        async with semaphore:
+            lineage = {"parent_trace_id": ctx.trace_id, "root_trace_id": parent.context.get("root_trace_id"), "agent_depth": depth + 1}
+            config = RunConfig(
+                model=ctx.run_config.model, temperature=ctx.run_config.temperature,
+                max_iterations=ctx.run_config.max_iterations, agent_type=mode, parent_trace_id=ctx.trace_id,
+                parent_goal_id=ctx.goal_id, new_trace_id=child_id, workspace=str(ctx.workspace),
+            )
+            refs = granted[index]
+            setup = ChildSetup(tool_snapshot=snapshot, context={
+                "created_by_tool": "agent", "task_protocol": {"brief": brief.model_dump()},
+                "context_access": {"refs": refs, "chars": sum(r["chars"] for r in refs.values())},
+            })
+            await store.append_event(ctx.trace_id, "sub_trace_started", {
+                "trace_id": child_id, "parent_goal_id": ctx.goal_id, "agent_type": mode, "task": brief.objective,
+            })
+            message = build_child_task_message(brief=brief, anchor=anchor, lineage=lineage, refs=refs)
+            created.add(child_id)
+            await runner.run_result([{"role": "user", "content": message}], config, child=setup)
+            return await _finish_child(ctx, child_id, brief)
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            jobs = [group.create_task(run_one(i)) for i in range(count)]
+    finally:
+        # Only reservations of children that were never created are rolled back.
+        await budget.release_agents(count - len(created))
+        for child_id in ids:
+            runner.stops.unregister(child_id)
+    outcomes = [job.result() for job in jobs]
+    await _mark_pending(ctx, ids)
+    lines = [render_outcome(o) for o in outcomes]
+    lines.append("Review each report with review_task(child_trace_id, decision, feedback) before anything else: "
+                 "accept, revise (the same child continues with your feedback), replan, split or fail.")
+    return "\n\n".join(lines)
+
+
+async def continue_child(ctx: ToolContext, child_id: str, brief: TaskBrief | None, feedback: str | None = None) -> str:
+    """Continue an existing child (a revision: no new quota), then validate its new report."""
+    store, runner = ctx.store, ctx.runner
+    child = await store.get_trace(child_id)
+    if child is None or child.parent_trace_id != ctx.trace_id or child.context.get("created_by_tool") != "agent":
+        raise ToolError(f"{child_id!r} is not a child of this agent; continue_from takes one of your children's trace ids")
+    original = TaskBrief.model_validate(protocol_of(child)["brief"])
+    if brief is not None and not task_briefs_match(original, brief):
+        raise ToolError(
+            "continue_from revises the same task, but this brief has a different objective or completion criteria; "
+            "start a new child without continue_from for a new task"
+        )
+    await update_protocol(store, child_id, ended_by=None, report=None)
+    note = f"[parent review] Revise your work. Feedback: {feedback}" if feedback else "[parent] Continue this task with the revised brief."
+    if brief is not None and brief.expected_outputs != original.expected_outputs:
+        note += "\nExpected outputs: " + "; ".join(brief.expected_outputs)
+    runner.register_recursive_child(child_id, ctx.trace_id, queued=False)
+    try:
+        await runner.run_result([{"role": "user", "content": note}], RunConfig(
+            model=ctx.run_config.model, temperature=ctx.run_config.temperature,
+            max_iterations=ctx.run_config.max_iterations, trace_id=child_id, parent_trace_id=ctx.trace_id,
+        ))
+    finally:
+        runner.stops.unregister(child_id)
+    outcome = await _finish_child(ctx, child_id, original)
+    await _mark_pending(ctx, [child_id])
+    return render_outcome(outcome) + "\n\nReview it again with review_task."

@@ -1,0 +1,70 @@
+"""What a final text means in each role (SPEC A5): answer, report, reminder or validation.
+
+- legacy agents and validators: the text is the answer;
+- a recursive agent with reports to review: reminded to review first;
+- a recursive child: the text becomes an implicit TaskReport (submit_report is preferred);
+- the recursive root: its candidate answer completes only after the root validator accepts it;
+  otherwise the verdict goes back to the root, which continues (at most `MAX_ROOT_ATTEMPTS`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from cyber_agent.core.protocol_state import store_report
+from cyber_agent.core.task_protocol import TaskReport
+from cyber_agent.core.validation import render_validation, run_validation
+from cyber_agent.trace.models import Message
+
+if TYPE_CHECKING:
+    from cyber_agent.core.runner import AgentRunner
+    from cyber_agent.core.trace_setup import PreparedRun
+
+__all__ = ["MAX_ROOT_ATTEMPTS", "STATE_TOOLS", "FinalTextDecision", "on_final_text"]
+
+MAX_ROOT_ATTEMPTS = 3
+# Tools whose call may change focus, protocol state or tool rights: the runner refreshes after them.
+STATE_TOOLS = frozenset({"goal", "agent", "review_task", "submit_report", "submit_validation"})
+
+
+@dataclass(kw_only=True)
+class FinalTextDecision:
+    """Messages appended, and (status, answer, error) when the run ends."""
+
+    messages: list[Message] = field(default_factory=list)
+    finish: tuple[str, str | None, str | None] | None = None
+
+
+async def on_final_text(runner: AgentRunner, prepared: PreparedRun, text: str) -> FinalTextDecision:
+    """Decide what a model turn without tool calls means for this run."""
+    trace = prepared.trace
+    if not prepared.policy.is_recursive or prepared.is_validator:
+        return FinalTextDecision(finish=("completed", text, None))
+    protocol = trace.context.get("task_protocol") or {}
+    pending = protocol.get("pending_reviews") or []
+    if pending:
+        note = await runner.append_user_message(
+            prepared,
+            f"[protocol] Before finishing, review every child report with review_task: pending {', '.join(pending)}.",
+        )
+        return FinalTextDecision(messages=[note])
+    if trace.parent_trace_id is not None:
+        report = TaskReport(outcome="partial", summary=text.strip() or "(empty answer)", submitted_by="implicit")
+        await store_report(runner.trace_store, trace.trace_id, report)
+        return FinalTextDecision(finish=("completed", text, None))
+    anchor = trace.context["root_task_anchor"]
+    result = await run_validation(
+        runner, target=trace, scope="root", criteria=list(anchor["completion_criteria"]), report=None, answer=text,
+    )
+    if result.verdict == "pass":
+        return FinalTextDecision(finish=("completed", text, None))
+    prepared.root_validations += 1
+    if prepared.root_validations >= MAX_ROOT_ATTEMPTS:
+        return FinalTextDecision(finish=(
+            "failed", None, f"root validator did not accept the answer after {MAX_ROOT_ATTEMPTS} attempts: {result.summary}"
+        ))
+    note = await runner.append_user_message(
+        prepared, "[root validator] Your answer was not accepted.\n" + render_validation(result) + "\nRevise and answer again.",
+    )
+    return FinalTextDecision(messages=[note])

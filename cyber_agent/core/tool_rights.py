@@ -1,0 +1,82 @@
+"""Tool rights (SPEC A6): which tools a run may see and call.
+
+Static rights are computed once per run: requested ∩ registered ∩ the trace's frozen
+snapshot (children and validators) ∩ what the mode, role and depth allow. Protocol state then
+tightens them turn by turn (`tighten_by_state`). The same set drives the schemas the model
+sees and `ToolRegistry.execute`, so a forged call to an unexposed tool is refused before its
+arguments are touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from cyber_agent.core.agent_mode import (
+    MAX_RECURSIVE_DEPTH,
+    RECURSIVE_CHILD_FORBIDDEN,
+    RECURSIVE_CHILD_TOOLS,
+    AgentPolicy,
+)
+from cyber_agent.trace.models import Trace
+
+__all__ = [
+    "PROTOCOL_ONLY_TOOLS",
+    "READ_ONLY_TOOLS",
+    "VALIDATOR_TOOLS",
+    "child_tool_snapshot",
+    "runtime_tool_names",
+    "tighten_by_state",
+]
+
+VALIDATOR_TOOLS = frozenset({"read_trajectory", "read_artifact", "read_file", "list_files", "submit_validation", "web_search", "fetch_page"})
+PROTOCOL_ONLY_TOOLS = frozenset({"submit_report", "review_task", "read_context_ref", "read_trajectory", "read_artifact", "submit_validation", "web_search", "fetch_page"})
+READ_ONLY_TOOLS = frozenset({"read_file", "list_files", "read_context_ref"})
+
+
+def runtime_tool_names(registered: Iterable[str], requested: Iterable[str] | None, trace: Trace) -> frozenset[str]:
+    """Static tool rights of a run on `trace`."""
+    registered_set = set(registered)
+    names = registered_set if requested is None else set(requested) & registered_set
+    snapshot = trace.context.get("tool_snapshot")
+    if snapshot is not None:
+        names &= set(snapshot)
+    policy = AgentPolicy.from_context(trace.context)
+    depth = int(trace.context.get("agent_depth", 0))
+    if trace.context.get("created_by_tool") == "validator":
+        return frozenset(names & VALIDATOR_TOOLS)
+    if not policy.is_recursive:
+        names -= PROTOCOL_ONLY_TOOLS
+        if depth >= policy.max_depth:
+            names.discard("agent")
+        return frozenset(names)
+    names -= VALIDATOR_TOOLS - {"read_file", "list_files"}
+    if trace.parent_trace_id is None:
+        names.discard("submit_report")
+        return frozenset(names)
+    names &= RECURSIVE_CHILD_TOOLS
+    names -= RECURSIVE_CHILD_FORBIDDEN
+    if depth >= MAX_RECURSIVE_DEPTH:
+        names.discard("agent")
+    return frozenset(names)
+
+
+def child_tool_snapshot(parent_static: frozenset[str], child_depth: int, registered: Iterable[str]) -> frozenset[str]:
+    """Frozen rights of a new recursive child: parent effective ∩ child-allowed ∩ depth-allowed."""
+    names = set(parent_static) & RECURSIVE_CHILD_TOOLS
+    names -= RECURSIVE_CHILD_FORBIDDEN
+    if child_depth >= MAX_RECURSIVE_DEPTH:
+        names.discard("agent")
+    # Protocol tools of a child: it reports, and reviews only if it can delegate.
+    registered_set = set(registered)
+    names |= {"submit_report"} & registered_set
+    if "agent" in names:
+        names |= {"review_task"} & registered_set
+    return frozenset(names)
+
+
+def tighten_by_state(static: frozenset[str], trace: Trace) -> frozenset[str]:
+    """Narrow static rights by protocol state: pending reviews allow only review and reading."""
+    protocol = trace.context.get("task_protocol") or {}
+    if protocol.get("pending_reviews"):
+        return frozenset(static & (READ_ONLY_TOOLS | {"review_task"}))
+    return frozenset(static - {"review_task"})

@@ -1,0 +1,112 @@
+"""Independent validators (SPEC A5, A11): each validation scope runs as its own trace.
+
+A validator trace (`agent_type="validator"`, `context.created_by_tool="validator"`,
+`context.validation_scope`) is a sub-trace of the trace it judges. It reads the persisted
+trajectory and artifacts through its tools — the report is a claim, not evidence — and submits
+a verdict per completion criterion. Validators count for calls, tokens, cost, time and
+validation work in the tree budget, but not as agents or children. A validator that crashes,
+runs out of budget or ends without submitting yields `unknown`, never `pass`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import TYPE_CHECKING, Any
+
+from cyber_agent.core.config import RunConfig
+from cyber_agent.core.protocol_state import append_validation, protocol_of, update_protocol
+from cyber_agent.core.task_protocol import CriterionVerdict, TaskReport, ValidationResult, aggregate_verdict
+from cyber_agent.core.tool_rights import VALIDATOR_TOOLS
+from cyber_agent.core.trace_setup import ChildSetup
+from cyber_agent.trace.models import Trace
+from cyber_agent.trace.trace_id import new_sub_trace_id
+
+if TYPE_CHECKING:
+    from cyber_agent.core.runner import AgentRunner
+
+__all__ = ["render_validation", "run_validation"]
+
+VALIDATOR_MAX_ITERATIONS = 12
+
+
+def _validation_task(target: Trace, scope: str, criteria: list[str], report: TaskReport | None, answer: str | None) -> str:
+    lines = [
+        f"# Validation ({scope})",
+        f"Target trace: {target.trace_id}",
+        "Judge each completion criterion ONLY on persisted evidence: read the target's trajectory with "
+        "read_trajectory, artifacts with read_artifact, and source files with read_file. The report or answer "
+        "below is the target's own claim, not evidence. When the evidence is insufficient, the verdict is unknown.",
+        "",
+        "Completion criteria:",
+    ]
+    lines += [f"{i}. {c}" for i, c in enumerate(criteria, start=1)]
+    if report is not None:
+        lines += ["", "Report (claim):", json.dumps(report.model_dump(mode="json"), ensure_ascii=False, indent=1)]
+    if answer is not None:
+        lines += ["", "Candidate answer (claim):", answer]
+    lines += ["", 'Finish with submit_validation(verdicts=[{"criterion": 1, "verdict": "pass|fail|unknown", '
+              '"evidence": "..."}, ...], summary="...").']
+    return "\n".join(lines)
+
+
+def _unknown(target: Trace, scope: str, criteria: list[str], summary: str, validator_id: str | None) -> ValidationResult:
+    return ValidationResult(
+        scope=scope, target_trace_id=target.trace_id, validator_trace_id=validator_id, verdict="unknown",
+        criteria=[CriterionVerdict(criterion=c, verdict="unknown", evidence=summary) for c in criteria], summary=summary,
+    )
+
+
+async def run_validation(
+    runner: AgentRunner, *, target: Trace, scope: str, criteria: list[str],
+    report: TaskReport | None, answer: str | None,
+) -> ValidationResult:
+    """Run one validator trace on `target` and record its result on the target."""
+    store = runner.trace_store
+    root_id = target.context.get("root_trace_id", target.trace_id)
+    root = target if root_id == target.trace_id else await store.get_trace(root_id)
+    models: dict[str, Any] = (root.context if root else {}).get("validator_models", {})
+    snapshot_config = (target.context.get("run_config_snapshot") or {}).get("config", {})
+    model = models.get("root" if scope == "root" else "criteria") or snapshot_config.get("model", "demo")
+    count = int(protocol_of(target).get("validator_count", 0)) + 1
+    await update_protocol(store, target.trace_id, validator_count=count)
+    validator_id = new_sub_trace_id(target.trace_id, "validator", count)
+    config = RunConfig(
+        model=model, agent_type="validator", parent_trace_id=target.trace_id, new_trace_id=validator_id,
+        max_iterations=VALIDATOR_MAX_ITERATIONS, workspace=snapshot_config.get("workspace"),
+    )
+    setup = ChildSetup(tool_snapshot=VALIDATOR_TOOLS, context={
+        "created_by_tool": "validator", "validation_scope": scope, "validation_target": target.trace_id,
+        "validation_criteria": criteria,
+    })
+    try:
+        run = await runner.run_result(
+            [{"role": "user", "content": _validation_task(target, scope, criteria, report, answer)}], config, child=setup,
+        )
+        submitted = protocol_of(run.trace).get("validation")
+        if submitted:
+            result = ValidationResult.model_validate(submitted)
+        else:
+            reason = run.trace.error_message or "the validator ended without submitting a verdict"
+            result = _unknown(target, scope, criteria, f"no verdict ({run.trace.status}): {reason}", validator_id)
+    except asyncio.CancelledError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a crashing validator must yield unknown, never pass
+        result = _unknown(target, scope, criteria, f"validator crashed: {type(exc).__name__}: {exc}", validator_id)
+    judged = {c.criterion: c for c in result.criteria}
+    aligned = [judged.get(c) or CriterionVerdict(criterion=c, verdict="unknown", evidence="not judged") for c in criteria]
+    result = result.model_copy(update={
+        "criteria": aligned, "verdict": aggregate_verdict([c.verdict for c in aligned]), "validator_trace_id": validator_id,
+    })
+    await append_validation(store, target.trace_id, result)
+    return result
+
+
+def render_validation(result: ValidationResult) -> str:
+    """Render a validation result as text for a parent or the root."""
+    lines = [f"Validation [{result.scope}] verdict: {result.verdict} (validator {result.validator_trace_id})"]
+    for index, item in enumerate(result.criteria, start=1):
+        lines.append(f"  {index}. [{item.verdict}] {item.criterion} — {item.evidence}")
+    if result.summary:
+        lines.append(f"  summary: {result.summary}")
+    return "\n".join(lines)

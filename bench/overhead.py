@@ -4,18 +4,21 @@
     python bench/overhead.py --quick          # 3 and 2 reps, for a fast look
     python bench/overhead.py --json out.json  # also write the results (read by the [proof] aggregation)
     python bench/overhead.py --dir /dev/shm   # put the file store on tmpfs: code cost without disk cost
-    python bench/overhead.py --profile memory # cProfile one cyber_agent run at the largest N
+    python bench/overhead.py --profile memory # profile cyber_agent runs at the largest N (or: file)
 
 Every framework runs the same agent: a zero-latency scripted model asks for one call of the
 sync tool `add(a, b)` per step for N steps, then answers "done". Per-step time is the wall time
 of the whole run divided by N (setup of the run and the final answer included; building the
 agent, graph or store is not). Each framework is warmed up once, then the repetitions run round
 robin, so a change in machine load hits every framework alike; the table shows medians.
+Both peers run a sync tool in a worker thread; cyber_agent calls it inline (`run_in_thread=False`).
 
 The baseline is LangGraph's `create_react_agent` without a checkpointer (pure in-memory state);
 `--memorysaver` adds LangGraph with `MemorySaver`, the closer analogue of a persisting store.
 The cyber_agent runs are checked (status completed, N tool results with the right sums, the
-file store's trace readable from disk) so a broken loop cannot pass for a fast one.
+file store's trace readable from disk) so a broken loop cannot pass for a fast one. The file
+store's directories are deleted only when the bench ends: mass deletes between runs slow the
+next run's file creation on filesystems with online discard, a cost a real run does not pay.
 """
 
 from __future__ import annotations
@@ -122,25 +125,23 @@ class _TimedScriptedModel(ScriptedModel):
         return await super().__call__(messages, model, tools, temperature, on_delta=on_delta)
 
 
-def _make_store(kind: str, directory: str) -> BaseTraceStore:
-    return FileSystemTraceStore(directory) if kind == "file" else InMemoryTraceStore()
-
-
-def cyber_agent_case(store: str, *, tmp_root: str | None, scripted: bool = False) -> RunOnce:
-    """Time AgentRunner.run_result on a fresh store (a fresh temp dir for the file store)."""
+def cyber_agent_case(store: str, *, tmp_root: str, scripted: bool = False) -> RunOnce:
+    """Time AgentRunner.run_result on a fresh store (a fresh directory under `tmp_root` for the file store)."""
 
     async def run(steps: int) -> Sample:
         registry = ToolRegistry()
         registry.register(add)
         model: _ToolThenAnswer | _TimedScriptedModel = _TimedScriptedModel(steps) if scripted else _ToolThenAnswer(steps)
-        with tempfile.TemporaryDirectory(dir=tmp_root, prefix="bench-overhead-") as tmp:
-            trace_store = _make_store(store, tmp)
-            runner = AgentRunner(trace_store=trace_store, llm_call=model, tool_registry=registry)
-            config = RunConfig(max_iterations=steps + 1, tools=["add"])
-            started = time.perf_counter()
-            result = await runner.run_result([{"role": "user", "content": TASK}], config)
-            seconds = time.perf_counter() - started
-            await _check_cyber_agent(result, steps, store, tmp)
+        # Kept until the bench ends: deleting thousands of files between runs makes the next
+        # run's file creations slow on some filesystems (online discard), which is not the store's cost.
+        tmp = tempfile.mkdtemp(dir=tmp_root, prefix="run-") if store == "file" else ""
+        trace_store: BaseTraceStore = FileSystemTraceStore(tmp) if store == "file" else InMemoryTraceStore()
+        runner = AgentRunner(trace_store=trace_store, llm_call=model, tool_registry=registry)
+        config = RunConfig(max_iterations=steps + 1, tools=["add"])
+        started = time.perf_counter()
+        result = await runner.run_result([{"role": "user", "content": TASK}], config)
+        seconds = time.perf_counter() - started
+        await _check_cyber_agent(result, steps, store, tmp)
         return Sample(seconds=seconds, call_times=model.call_times)
 
     return run
@@ -256,15 +257,15 @@ def langgraph_case(*, memory_saver: bool) -> RunOnce:
 
 
 # ---- running ------------------------------------------------------------------------------
-def build_cases(args: argparse.Namespace) -> list[Case]:
+def build_cases(args: argparse.Namespace, tmp_root: str) -> list[Case]:
     """Every configuration; a peer that is not installed becomes a skipped case."""
     cases = [
-        Case(framework="cyber_agent", store="file", run=cyber_agent_case("file", tmp_root=args.dir)),
-        Case(framework="cyber_agent", store="memory", run=cyber_agent_case("memory", tmp_root=args.dir)),
+        Case(framework="cyber_agent", store="file", run=cyber_agent_case("file", tmp_root=tmp_root)),
+        Case(framework="cyber_agent", store="memory", run=cyber_agent_case("memory", tmp_root=tmp_root)),
     ]
     if args.scripted_model:
         cases.append(Case(framework="cyber_agent+ScriptedModel", store="memory",
-                          run=cyber_agent_case("memory", tmp_root=args.dir, scripted=True)))
+                          run=cyber_agent_case("memory", tmp_root=tmp_root, scripted=True)))
     peers: list[tuple[str, str, Callable[[], RunOnce]]] = [
         ("pydantic-ai", "none", pydantic_ai_case),
         ("langgraph", "none", lambda: langgraph_case(memory_saver=False)),
@@ -339,11 +340,13 @@ def results(cases: list[Case], steps: Sequence[int]) -> tuple[list[dict[str, Any
             us = per_step_us(case, n)
             base = per_step_us(baseline, n) if baseline else None
             per_run = [s.seconds / n * 1e6 for s in case.samples.get(n, [])]
+            best = min(per_run, default=None)
+            base_best = min((s.seconds / n * 1e6 for s in baseline.samples.get(n, [])), default=None) if baseline else None
             rows.append({
                 "framework": case.framework, "store": case.store, "n": n, "repeats": len(per_run),
-                "median_us_per_step": us, "min_us_per_step": min(per_run, default=None),
-                "max_us_per_step": max(per_run, default=None),
+                "median_us_per_step": us, "min_us_per_step": best, "max_us_per_step": max(per_run, default=None),
                 "ratio_vs_langgraph": us / base if us is not None and base else None,
+                "ratio_of_mins_vs_langgraph": best / base_best if best is not None and base_best else None,
                 "last_over_first": last_over_first(case, n),
                 "samples_us_per_step": per_run, "skipped": case.skipped, "error": case.error,
             })
@@ -380,17 +383,21 @@ def _fmt(value: float | None, spec: str) -> str:
     return "-" if value is None else format(value, spec)
 
 
+def _ratio(value: float | None, width: int) -> str:
+    return format("-" if value is None else f"{value:.3f}x", f">{width}")
+
+
 def print_report(cases: list[Case], rows: list[dict[str, Any]], targets: list[dict[str, Any]]) -> None:
     """Print the table, the target verdicts and any skipped or failed framework."""
     print(f"\n{'framework':26} {'store':12} {'N':>5} {'reps':>4} {'median us/step':>15} {'min':>9} {'max':>9} "
-          f"{'vs LangGraph':>12} {'last/first':>10}")
+          f"{'vs LangGraph':>12} {'(mins)':>7} {'last/first':>10}")
     for row in rows:
         if row["repeats"] == 0:
             continue
         print(f"{row['framework']:26} {row['store']:12} {row['n']:>5} {row['repeats']:>4} "
               f"{_fmt(row['median_us_per_step'], '15.1f')} {_fmt(row['min_us_per_step'], '9.1f')} "
-              f"{_fmt(row['max_us_per_step'], '9.1f')} {_fmt(row['ratio_vs_langgraph'], '11.3f')}x "
-              f"{_fmt(row['last_over_first'], '10.2f')}")
+              f"{_fmt(row['max_us_per_step'], '9.1f')} {_ratio(row['ratio_vs_langgraph'], 12)} "
+              f"{_ratio(row['ratio_of_mins_vs_langgraph'], 7)} {_fmt(row['last_over_first'], '10.2f')}")
     for case in cases:
         if case.skipped or case.error:
             print(f"  {case.framework} ({case.store}): {case.skipped or 'FAILED: ' + str(case.error)}")
@@ -417,18 +424,40 @@ def environment() -> dict[str, Any]:
 
 
 # ---- profiling ----------------------------------------------------------------------------
-async def profile(store: str, steps: int, tmp_root: str | None, top: int, out: str | None) -> None:
-    """cProfile one cyber_agent run of `steps` steps and print the hotspots."""
+async def profile(store: str, steps: int, runs: int, tmp_root: str, top: int, out: str | None) -> None:
+    """Profile `runs` cyber_agent runs of `steps` steps and print the hotspots.
+
+    pyinstrument (a sampling profiler: a call tree with each frame's share, little distortion)
+    is used when importable; otherwise cProfile, whose per-call cost inflates small functions.
+    """
     run = cyber_agent_case(store, tmp_root=tmp_root)
     await run(10)
-    profiler = cProfile.Profile()
-    profiler.enable()
-    sample = await run(steps)
-    profiler.disable()
-    print(f"cyber_agent {store} store, N={steps}: {sample.seconds / steps * 1e6:.1f} us/step under cProfile")
+    try:
+        from pyinstrument import Profiler
+    except ImportError:
+        Profiler = None  # noqa: N806 - the optional profiler class, or its absence
+
+    async def timed_runs() -> float:
+        return sum([(await run(steps)).seconds for _ in range(runs)])
+
+    if Profiler is not None:
+        sampler = Profiler(interval=0.0001, async_mode="disabled")
+        sampler.start()
+        seconds = await timed_runs()
+        sampler.stop()
+        print(f"cyber_agent {store} store, N={steps} x {runs}: {seconds / runs / steps * 1e6:.1f} us/step under pyinstrument")
+        print(sampler.output_text(unicode=False, color=False))
+        if out:
+            Path(out).write_text(sampler.output_html())
+        return
+    tracer = cProfile.Profile()
+    tracer.enable()
+    seconds = await timed_runs()
+    tracer.disable()
+    print(f"cyber_agent {store} store, N={steps} x {runs}: {seconds / runs / steps * 1e6:.1f} us/step under cProfile")
     if out:
-        profiler.dump_stats(out)
-    stats = pstats.Stats(profiler)
+        tracer.dump_stats(out)
+    stats = pstats.Stats(tracer)
     stats.sort_stats("tottime").print_stats(top)
     stats.sort_stats("cumulative").print_stats("cyber_agent", top)
 
@@ -446,20 +475,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--memorysaver", action="store_true", help="add LangGraph with MemorySaver (slow at N=400)")
     parser.add_argument("--scripted-model", action="store_true",
                         help="add cyber_agent driven by the library's ScriptedModel, to show the fake's own cost")
-    parser.add_argument("--profile", choices=("memory", "file"), help="cProfile one cyber_agent run instead")
-    parser.add_argument("--top", type=int, default=25, help="rows per profile listing (default 25)")
-    parser.add_argument("--profile-out", metavar="PATH", help="also dump the profile (pstats format)")
+    parser.add_argument("--profile", choices=("memory", "file"),
+                        help="profile cyber_agent runs at the largest N instead (pyinstrument if installed, else cProfile)")
+    parser.add_argument("--top", type=int, default=25, help="cProfile: rows per listing (default 25)")
+    parser.add_argument("--profile-out", metavar="PATH", help="also save the profile (pyinstrument: HTML; cProfile: pstats)")
     args = parser.parse_args(argv)
     steps = sorted({int(s) for s in args.steps.split(",")})
-    if args.profile:
-        asyncio.run(profile(args.profile, max(steps), args.dir, args.top, args.profile_out))
-        return 0
-    repeats = {n: args.repeat or ((3 if n <= 50 else 2) if args.quick else (7 if n <= 50 else 5)) for n in steps}
-    cases = build_cases(args)
-    print(f"per-step overhead, one sync tool call per step; N={steps}, repeats={repeats}; "
-          f"file store in {args.dir or tempfile.gettempdir()}")
-    started = time.perf_counter()
-    asyncio.run(measure(cases, steps, repeats, args.timeout))
+    with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-overhead-") as tmp_root:
+        if args.profile:
+            asyncio.run(profile(args.profile, max(steps), args.repeat or 3, tmp_root, args.top, args.profile_out))
+            return 0
+        repeats = {n: args.repeat or ((3 if n <= 50 else 2) if args.quick else (7 if n <= 50 else 5)) for n in steps}
+        cases = build_cases(args, tmp_root)
+        print(f"per-step overhead, one sync tool call per step; N={steps}, repeats={repeats}; file store in {tmp_root}")
+        started = time.perf_counter()
+        asyncio.run(measure(cases, steps, repeats, args.timeout))
     rows, targets = results(cases, steps)
     print_report(cases, rows, targets)
     print(f"\n(bench took {time.perf_counter() - started:.0f}s)")

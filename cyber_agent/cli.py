@@ -13,6 +13,14 @@ from cyber_agent.errors import CyberAgentError
 __all__ = ["main"]
 
 DEMO_TASK = "Report the revenue (units × unit_price) per region from data/sales.csv and name the top region."
+DEMO_ANCHOR = {
+    "objective": DEMO_TASK,
+    "completion_criteria": [
+        "the answer reports the revenue of every region in data/sales.csv as the sum of units × unit_price",
+        "the answer names the top region, the one with the highest revenue",
+    ],
+    "constraints": ["numbers come only from data/sales.csv"],
+}
 
 
 def _store(path: str):  # noqa: ANN202 - returns a TraceStore
@@ -21,17 +29,18 @@ def _store(path: str):  # noqa: ANN202 - returns a TraceStore
     return FileSystemTraceStore(path)
 
 
-async def _run(task: str, model: str, mode: str, store_path: str, workspace: str | None, max_iterations: int) -> int:
+async def _run(
+    task: str, model: str, mode: str, store_path: str, workspace: str | None, max_iterations: int,
+    anchor: dict | None = None,
+) -> int:
     from cyber_agent.core.config import RunConfig
     from cyber_agent.core.runner import AgentRunner
     from cyber_agent.trace.render import render_trace_tree
 
-    if mode != "legacy":
-        print(f"--mode {mode}: recursive mode is not available yet; use --mode legacy", file=sys.stderr)
-        return 2
     store = _store(store_path)
     runner = AgentRunner(trace_store=store, workspace=workspace)
-    config = RunConfig(model=model, max_iterations=max_iterations, workspace=workspace)
+    config = RunConfig(model=model, max_iterations=max_iterations, workspace=workspace, agent_mode=mode,  # type: ignore[arg-type]
+                       root_task_anchor=anchor if mode == "recursive" else None)
     result = await runner.run_result([{"role": "user", "content": task}], config)
     trace = result.trace
     print(await render_trace_tree(store, trace.trace_id))
@@ -41,6 +50,10 @@ async def _run(task: str, model: str, mode: str, store_path: str, workspace: str
     totals = await _tree_totals(store, trace.trace_id)
     print()
     print(f"totals: {totals['traces']} traces, {totals['messages']} messages, {totals['tokens']} tokens, ${totals['cost']:.4f}")
+    usage = await store.get_resource_usage(trace.trace_id) if mode == "recursive" else None
+    if usage:
+        print(f"tree budget used: {usage['agents']} agents, {usage['llm_calls']} LLM calls, "
+              f"{usage['validation_tool_calls']} validation tool calls")
     print(f"trace id: {trace.trace_id}  (store: {store_path}; `cyber-agent show {trace.trace_id}`)")
     return 0 if trace.status == "completed" else 1
 
@@ -84,18 +97,27 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--model", default="demo", help="demo | openai:MODEL | anthropic:MODEL | replay:PATH")
     run.add_argument("--workspace", default=None, help="directory tools may read (default: current directory)")
     run.add_argument("--max-iterations", type=int, default=30)
+    run.add_argument("--criterion", action="append", default=[], help="recursive: a completion criterion (repeat)")
+    run.add_argument("--constraint", action="append", default=[], help="recursive: a hard constraint (repeat)")
     show = sub.add_parser("show", help="print a trace tree with totals")
     show.add_argument("trace_id")
     demo = sub.add_parser("demo", help="run the offline demo (no network)")
-    demo.add_argument("--mode", choices=["legacy", "recursive"], default="legacy")
+    demo.add_argument("--mode", choices=["legacy", "recursive"], default="recursive")
     args = parser.parse_args(argv)
     try:
         if args.command == "run":
-            return asyncio.run(_run(args.task, args.model, args.mode, args.store, args.workspace, args.max_iterations))
+            anchor = None
+            if args.mode == "recursive":
+                if not args.criterion:
+                    print("error: --mode recursive needs at least one --criterion (the root task's completion criteria)",
+                          file=sys.stderr)
+                    return 2
+                anchor = {"objective": args.task, "completion_criteria": args.criterion, "constraints": args.constraint}
+            return asyncio.run(_run(args.task, args.model, args.mode, args.store, args.workspace, args.max_iterations, anchor))
         if args.command == "show":
             return asyncio.run(_show(args.trace_id, args.store))
         workspace = str(Path(__file__).resolve().parent.parent) if Path("data/sales.csv").exists() is False else None
-        return asyncio.run(_run(DEMO_TASK, "demo", args.mode, args.store, workspace, 30))
+        return asyncio.run(_run(DEMO_TASK, "demo", args.mode, args.store, workspace, 30, DEMO_ANCHOR))
     except CyberAgentError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

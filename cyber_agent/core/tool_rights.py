@@ -30,6 +30,7 @@ __all__ = [
 
 VALIDATOR_TOOLS = frozenset({"read_trajectory", "read_artifact", "read_file", "list_files", "submit_validation", "web_search", "fetch_page"})
 PROTOCOL_ONLY_TOOLS = frozenset({"submit_report", "review_task", "read_context_ref", "read_trajectory", "read_artifact", "submit_validation", "web_search", "fetch_page"})
+WEB_TOOLS = frozenset({"web_search", "fetch_page"})
 READ_ONLY_TOOLS = frozenset({"read_file", "list_files", "read_context_ref"})
 
 
@@ -43,7 +44,10 @@ def runtime_tool_names(registered: Iterable[str], requested: Iterable[str] | Non
     policy = AgentPolicy.from_context(trace.context)
     depth = int(trace.context.get("agent_depth", 0))
     if trace.context.get("created_by_tool") == "validator":
-        return frozenset(names & VALIDATOR_TOOLS)
+        names &= VALIDATOR_TOOLS
+        if not trace.context.get("web_evidence_enabled"):
+            names -= WEB_TOOLS
+        return frozenset(names)
     if not policy.is_recursive:
         names -= PROTOCOL_ONLY_TOOLS
         if depth >= policy.max_depth:

@@ -108,9 +108,19 @@ def _root_setup(config: RunConfig, messages: list[dict[str, Any]]) -> tuple[Agen
         "root_task_anchor_hash": anchor.content_hash(),
         "resource_budget": budget.model_dump(),
         "validator_models": {"criteria": validator, "root": root_validator},
+        "validator_search": _search_setting(),
         "child_execution": {"mode": config.child_execution_mode, "max_parallel_children": config.max_parallel_children},
         "task_protocol": {},
     }
+
+
+def _search_setting() -> dict[str, Any]:
+    """Freeze the validators' web-search setting (A11): disabled unless serper and its key are set."""
+    provider = os.environ.get("AGENT_VALIDATOR_SEARCH_PROVIDER", "").strip().lower() or None
+    if provider not in (None, "serper"):
+        raise ConfigurationError("AGENT_VALIDATOR_SEARCH_PROVIDER", f"must be 'serper' or unset, got {provider!r}")
+    enabled = provider == "serper" and bool(os.environ.get("SERPER_API_KEY"))
+    return {"provider": provider if enabled else None, "enabled": enabled}
 
 
 def _anchor_message(anchor: dict[str, Any]) -> str:

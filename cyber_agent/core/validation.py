@@ -75,9 +75,10 @@ async def run_validation(
         model=model, agent_type="validator", parent_trace_id=target.trace_id, new_trace_id=validator_id,
         max_iterations=VALIDATOR_MAX_ITERATIONS, workspace=snapshot_config.get("workspace"),
     )
+    search = (root.context if root else {}).get("validator_search") or {}
     setup = ChildSetup(tool_snapshot=VALIDATOR_TOOLS, context={
         "created_by_tool": "validator", "validation_scope": scope, "validation_target": target.trace_id,
-        "validation_criteria": criteria,
+        "validation_criteria": criteria, "web_evidence_enabled": bool(search.get("enabled")),
     })
     try:
         run = await runner.run_result(

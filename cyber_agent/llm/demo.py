@@ -36,6 +36,7 @@ class _State:
     tools: set[str]
     calls: list[tuple[str, dict[str, Any], str]] = field(default_factory=list)
     turn: int = 0
+    all_user_text: str = ""
 
     def results(self, name: str) -> list[str]:
         return [result for tool, _, result in self.calls if tool == name]
@@ -78,6 +79,7 @@ def _read_state(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> 
     task = next((str(m.get("content") or "") for m in messages if m.get("role") == "user"), "")
     state = _State(task=task, tools={t["function"]["name"] for t in tools})
     pending: dict[str, tuple[str, dict[str, Any]]] = {}
+    state.all_user_text = "\n".join(str(m.get("content") or "") for m in messages if m.get("role") == "user")
     for message in messages:
         if message.get("role") == "assistant":
             state.turn += 1
@@ -95,8 +97,13 @@ def _read_state(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> 
 
 
 def _decide(state: _State) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
+    from cyber_agent.llm.demo_recursive import recursive_step
+
     task = state.task
     csv = _CSV_PATH.search(task)
+    step = recursive_step(state, _rows, csv.group(0) if csv else None)
+    if step is not None:
+        return step
     lowered = task.lower()
     if csv and "per region" in lowered:
         return _region_report(state, csv.group(0))

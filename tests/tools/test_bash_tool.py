@@ -87,3 +87,9 @@ async def test_bad_arguments_are_refused(ctx: ToolContext) -> None:
     result = await registry.execute("bash_command", {"command": "true", "timeout": 9999},
                                     allowed={"bash_command"}, context=ctx)
     assert result.is_error and "- timeout:" in result.content
+
+
+async def test_timeout_with_endless_output_returns_the_capped_head_and_tail(ctx: ToolContext) -> None:
+    result = await bash_command(ctx, "yes", timeout=0.5)
+    assert result.is_error and result.metadata["timed_out"] and result.metadata["truncated"]
+    assert result.content.startswith("y\ny\n") and "bytes omitted" in result.content

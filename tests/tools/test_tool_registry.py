@@ -201,6 +201,18 @@ async def test_context_is_injected_and_cannot_be_forged(ctx: ToolContext) -> Non
     assert len(seen) == 1
 
 
+async def test_optional_context_parameter_is_injected_too(ctx: ToolContext) -> None:
+    registry = ToolRegistry()
+
+    @registry.tool
+    def where(context: ToolContext | None = None) -> str:
+        """Say where the call runs."""
+        return context.tool_call_id if context else "no context"
+
+    assert params(registry, "where")["properties"] == {}
+    assert (await registry.execute("where", {}, allowed={"where"}, context=ctx)).content == "call_1"
+
+
 async def test_tool_sees_the_dispatch_snapshot_not_the_context_field(ctx: ToolContext) -> None:
     registry = ToolRegistry()
 

@@ -2,9 +2,9 @@
 
 The command runs as `bash -c` in its own process group; when the shell exits, times out or the
 run is cancelled, the whole group is killed, so nothing the command started (pipelines,
-background jobs) outlives the call. A detached server needs `setsid` and its own log file. stdout and stderr are
-merged in the order they were written. A non-zero exit status is an ordinary result the model
-reads; only a timeout is an error result.
+background jobs) outlives the call; a server meant to stay up needs `setsid` and its own log
+file. stdout and stderr are merged in the order they were written. A non-zero exit status is an
+ordinary result the model reads; only a timeout is an error result.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import os
 import signal
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import Field
@@ -28,7 +29,7 @@ MAX_OUTPUT_BYTES = 30_000
 MAX_TIMEOUT_SECONDS = 600
 """Largest timeout a call may ask for."""
 _CHUNK = 65536
-_POLL_SECONDS = 0.02
+_EOF_GRACE_SECONDS = 0.5
 
 
 class _CappedBuffer:
@@ -81,26 +82,26 @@ async def bash_command(
     workspace = ctx.workspace.resolve()
     if not workspace.is_dir():
         raise ToolError(f"workspace {workspace} does not exist; the runner must create it first")
-    proc = await asyncio.create_subprocess_exec(
-        "bash", "-c", command, cwd=workspace, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
-    )
+    proc, transport, reader = await _start(command, workspace)
     output = _CappedBuffer(MAX_OUTPUT_BYTES)
     timed_out = False
     try:
         async with asyncio.timeout(timeout), asyncio.TaskGroup() as group:
-            group.create_task(_drain(proc, output))
-            await _exited(proc)
-            # Background jobs would keep the pipe open (and the call hanging) after the shell exits.
+            drain = group.create_task(_drain(reader, output))
+            await proc.wait()
             _kill_group(proc)
-        await proc.wait()
+            # Everything the shell wrote is in the pipe; only a detached process could hold it open.
+            _, pending = await asyncio.wait({drain}, timeout=_EOF_GRACE_SECONDS)
+            if pending:
+                transport.close()
     except TimeoutError:
         timed_out = True
     finally:
         # Runs on timeout and on cancellation alike: nothing the command started outlives the call.
         _kill_group(proc)
+        transport.close()
         if proc.returncode is None:
-            await asyncio.shield(proc.wait())
+            await proc.wait()
     text = output.text()
     truncated = output.dropped > 0
     meta = {"exit_code": proc.returncode, "timed_out": timed_out, "truncated": truncated, "output_bytes": output.total}
@@ -114,16 +115,34 @@ async def bash_command(
     return ToolResult(content=f"{body}[exit code: {proc.returncode}]", metadata=meta)
 
 
-async def _drain(proc: asyncio.subprocess.Process, output: _CappedBuffer) -> None:
-    assert proc.stdout is not None
-    while chunk := await proc.stdout.read(_CHUNK):
+async def _start(
+    command: str, workspace: Path,
+) -> tuple[asyncio.subprocess.Process, asyncio.ReadTransport, asyncio.StreamReader]:
+    """Start the shell writing to a pipe this call owns.
+
+    asyncio's own PIPE would make `Process.wait()` wait for the pipe to close too, which a
+    background job can delay forever, and it cannot be closed once the reader stops reading.
+    """
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            "bash", "-c", command, cwd=workspace, stdin=asyncio.subprocess.DEVNULL,
+            stdout=write_fd, stderr=write_fd, start_new_session=True,
+        )
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)  # the child has its own copy; EOF comes when every writer is gone
+    reader = asyncio.StreamReader(limit=_CHUNK)
+    transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0))
+    return proc, transport, reader
+
+
+async def _drain(reader: asyncio.StreamReader, output: _CappedBuffer) -> None:
+    while chunk := await reader.read(_CHUNK):
         output.feed(chunk)
-
-
-async def _exited(proc: asyncio.subprocess.Process) -> None:
-    # Process.wait() also waits for the pipe to close, which a background job holds open.
-    while proc.returncode is None:
-        await asyncio.sleep(_POLL_SECONDS)
 
 
 def _kill_group(proc: asyncio.subprocess.Process) -> None:

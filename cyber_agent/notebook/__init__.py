@@ -1,0 +1,1 @@
+"""Jupyter helpers (placeholder; filled below)."""

@@ -1,0 +1,198 @@
+"""Traces as pandas frames (SPEC J5): `to_frames(store_or_path) -> TraceFrames`.
+
+Column names and dtypes are stable (they are the schemas below, also for empty frames):
+strings are `string`, counts `int64` (`Int64` when a value may be missing), money and
+durations `float64`, flags `bool` (`boolean` when unknown is possible), timestamps
+`datetime64[ns, UTC]`. Nested data (a trace's context, an event payload, tool arguments,
+report lists) stays a Python dict or list in an `object` column: `pd.json_normalize` opens it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+import pandas as pd
+
+from cyber_agent.errors import TraceNotFoundError
+from cyber_agent.notebook import frame_rows as rows
+from cyber_agent.notebook.bridge import run_sync
+from cyber_agent.notebook.display import RichDisplay, html_table
+from cyber_agent.notebook.records import StoreSource, TraceRecord, open_source, read_records
+
+__all__ = ["SCHEMAS", "TraceFrames", "ato_frames", "frames_from_records", "to_frames"]
+
+TS = "datetime64[ns, UTC]"
+S, I, NI, F, B, NB, O = "string", "int64", "Int64", "float64", "bool", "boolean", "object"
+
+SCHEMAS: dict[str, dict[str, str]] = {
+    "traces": {
+        "trace_id": S, "root_trace_id": S, "parent_trace_id": S, "parent_goal_id": S, "depth": I, "position": I,
+        "label": S, "role": S, "agent_type": S, "agent_mode": S, "created_by_tool": S, "is_validator": B,
+        "validation_scope": S, "mode": S, "status": S, "task": S, "model": S, "name": S, "total_messages": I,
+        "total_prompt_tokens": I, "total_completion_tokens": I, "total_cached_tokens": I, "total_tokens": I,
+        "total_cost": F, "head_sequence": I, "current_goal_id": S, "result_summary": S, "error_message": S,
+        "created_at": TS, "updated_at": TS, "completed_at": TS, "duration_seconds": F, "context": O,
+        "resource_usage": O,
+    },
+    "messages": {
+        "trace_id": S, "message_id": S, "sequence": I, "role": S, "goal_id": S, "parent_sequence": NI, "branch": S,
+        "on_main_path": B, "text": S, "n_tool_calls": I, "tool_call_names": S, "tool_call_id": S, "tool_name": S,
+        "is_error": NB, "description": S, "prompt_tokens": I, "completion_tokens": I, "cached_tokens": I,
+        "total_tokens": I, "cost": F, "duration_ms": F, "model": S, "created_at": TS,
+    },
+    "tool_calls": {
+        "trace_id": S, "message_id": S, "sequence": I, "call_index": I, "call_id": S, "tool_name": S,
+        "arguments": O, "result_sequence": NI, "is_error": NB, "result_chars": NI, "duration_ms": F, "created_at": TS,
+    },
+    "goals": {
+        "trace_id": S, "goal_id": S, "parent_goal_id": S, "depth": I, "position": I, "description": S, "reason": S,
+        "type": S, "status": S, "summary": S, "n_sub_traces": I, "sub_trace_ids": O, "self_messages": I,
+        "self_tokens": I, "self_cost": F, "cumulative_messages": I, "cumulative_tokens": I, "cumulative_cost": F,
+        "is_current": B, "created_at": TS, "completed_at": TS,
+    },
+    "events": {
+        "trace_id": S, "event_id": I, "type": S, "created_at": TS, "goal_id": S, "message_sequence": NI,
+        "sub_trace_id": S, "status": S, "payload": O,
+    },
+    "usage": {
+        "trace_id": S, "root_trace_id": S, "parent": S, "depth": I, "role": S, "label": S, "status": S,
+        "llm_calls": NI, "tool_calls": NI, "prompt_tokens": I, "completion_tokens": I, "cached_tokens": I,
+        "tokens": I, "cost": F, "duration_seconds": F,
+    },
+    "reports": {
+        "trace_id": S, "parent_trace_id": S, "root_trace_id": S, "depth": I, "role": S, "objective": S, "brief": O,
+        "outcome": S, "summary": S, "outputs": O, "evidence": O, "open_issues": O, "artifacts": O,
+        "submitted_by": S, "review_decision": S, "review_feedback": S,
+    },
+    "validations": {
+        "trace_id": S, "validator_trace_id": S, "validation_index": I, "scope": S, "verdict": S, "summary": S,
+        "criterion_index": NI, "criterion": S, "criterion_verdict": S, "criterion_evidence": S, "created_at": TS,
+    },
+}
+"""Column name -> dtype of every frame of `TraceFrames`."""
+
+
+def _frame(name: str, columns: dict[str, list[Any]]) -> pd.DataFrame:
+    data = {}
+    for column, dtype in SCHEMAS[name].items():
+        values = columns[column]
+        if dtype == TS:
+            series = pd.Series(values, dtype=object)
+            data[column] = (
+                pd.to_datetime(series, utc=True, format="ISO8601").astype(TS) if len(series) else pd.Series([], dtype=TS)
+            )
+        else:
+            data[column] = pd.Series(values, dtype=dtype)
+    return pd.DataFrame(data, columns=list(SCHEMAS[name]))
+
+
+@dataclass(frozen=True, kw_only=True, eq=False, repr=False)
+class TraceFrames(RichDisplay):
+    """Every table of a set of traces; rows of child traces follow their parents."""
+
+    traces: pd.DataFrame
+    """One row per trace (meta, lineage, totals, context)."""
+    messages: pd.DataFrame
+    """One row per message of every branch (`on_main_path` marks the current path)."""
+    tool_calls: pd.DataFrame
+    """One row per tool call, joined to its result message."""
+    goals: pd.DataFrame
+    """One row per goal, in plan order."""
+    events: pd.DataFrame
+    """One row per persisted event."""
+    usage: pd.DataFrame
+    """One row per trace: LLM calls, tool calls, tokens, cost, duration."""
+    reports: pd.DataFrame
+    """Recursive mode: one row per TaskBrief/TaskReport, with the parent's review (empty for legacy)."""
+    validations: pd.DataFrame
+    """Recursive mode: one row per criterion a Validator judged (empty for legacy)."""
+
+    @property
+    def roots(self) -> list[str]:
+        """Ids of the root traces, in creation order."""
+        roots = self.traces[self.traces["parent_trace_id"].isna()]
+        return roots.sort_values(["created_at", "trace_id"])["trace_id"].tolist()
+
+    def tree(self, trace_id: str) -> TraceFrames:
+        """The frames restricted to a trace and its descendants."""
+        parents = dict(zip(self.traces["trace_id"], self.traces["parent_trace_id"]))
+        if trace_id not in parents:
+            raise TraceNotFoundError(trace_id)
+        children: dict[str, list[str]] = {}
+        for child, parent in parents.items():
+            if isinstance(parent, str):
+                children.setdefault(parent, []).append(child)
+        ids, stack = set(), [trace_id]
+        while stack:
+            current = stack.pop()
+            if current not in ids:
+                ids.add(current)
+                stack.extend(children.get(current, []))
+        parts = {}
+        for f in fields(self):
+            frame = getattr(self, f.name)
+            parts[f.name] = frame[frame["trace_id"].isin(ids)].reset_index(drop=True)
+        return TraceFrames(**parts)
+
+    def counts(self) -> dict[str, int]:
+        """Rows per frame."""
+        return {f.name: len(getattr(self, f.name)) for f in fields(self)}
+
+    def __repr__(self) -> str:
+        return "TraceFrames(" + ", ".join(f"{k}={v}" for k, v in self.counts().items()) + ")"
+
+    def to_text(self) -> str:
+        """Frame names with their row counts and columns."""
+        lines = [repr(self)]
+        for name, count in self.counts().items():
+            lines.append(f"  .{name:<12} {count:>7} rows  {', '.join(SCHEMAS[name])}")
+        return "\n".join(lines)
+
+    def to_html(self) -> str:
+        """A table of the frames, their sizes and columns."""
+        body = [(f".{name}", count, ", ".join(SCHEMAS[name])) for name, count in self.counts().items()]
+        return html_table(body, ["frame", "rows", "columns"], caption=f"TraceFrames — {len(self.traces)} traces")
+
+
+def frames_from_records(records: Sequence[TraceRecord], *, with_messages: bool = True) -> TraceFrames:
+    """Build the frames from trace records (pure; no store access)."""
+    index = rows.TreeIndex(records)
+    messages, calls = rows.message_and_call_rows(records, list(SCHEMAS["messages"]), list(SCHEMAS["tool_calls"]))
+    return TraceFrames(
+        traces=_frame("traces", rows.trace_rows(records, index, list(SCHEMAS["traces"]))),
+        messages=_frame("messages", messages),
+        tool_calls=_frame("tool_calls", calls),
+        goals=_frame("goals", rows.goal_rows(records, list(SCHEMAS["goals"]))),
+        events=_frame("events", rows.event_rows(records, list(SCHEMAS["events"]))),
+        usage=_frame("usage", rows.usage_rows(records, index, list(SCHEMAS["usage"]), with_messages=with_messages)),
+        reports=_frame("reports", rows.report_rows(records, index, list(SCHEMAS["reports"]))),
+        validations=_frame("validations", rows.validation_rows(records, list(SCHEMAS["validations"]))),
+    )
+
+
+async def ato_frames(
+    source: StoreSource, root_ids: Sequence[str] | str | None = None, *, messages: bool = True, events: bool = True
+) -> TraceFrames:
+    """Load the trees under `root_ids` (every trace when None) from a store, directory or export."""
+    if isinstance(root_ids, str):
+        root_ids = [root_ids]
+    records = await read_records(open_source(source), root_ids, messages=messages, events=events)
+    return frames_from_records(records, with_messages=messages)
+
+
+def to_frames(
+    source: StoreSource | TraceFrames, root_ids: Sequence[str] | str | None = None, *, messages: bool = True,
+    events: bool = True,
+) -> TraceFrames:
+    """Load traces into pandas frames; nothing runs (sync twin of `ato_frames`)."""
+    if isinstance(source, TraceFrames):
+        if root_ids is None:
+            return source
+        ids = [root_ids] if isinstance(root_ids, str) else list(root_ids)
+        parts = [source.tree(r) for r in ids]
+        return parts[0] if len(parts) == 1 else TraceFrames(**{
+            f.name: pd.concat([getattr(p, f.name) for p in parts], ignore_index=True) for f in fields(TraceFrames)
+        })
+    return run_sync(ato_frames(source, root_ids, messages=messages, events=events))

@@ -1,0 +1,214 @@
+"""ReadOnlyTraceStore: loaded traces behind the TraceStore protocol, with every write refused.
+
+`load_export` returns one, so an exported tree can be inspected with the same helpers (and the
+same `TraceStore` calls) as a live store, without anything being able to run on it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import Any, NoReturn
+
+from pydantic import ValidationError
+
+from cyber_agent.errors import CorruptRecordError, MessageNotFoundError, StoreError, TraceNotFoundError
+from cyber_agent.notebook.records import TraceRecord, parse_time
+from cyber_agent.trace.events import EVENT_TYPES, TraceEvent
+from cyber_agent.trace.goal_models import GoalTree
+from cyber_agent.trace.models import Message, Trace, TraceMode, TraceStatus
+from cyber_agent.trace.trace_id import parse_message_id
+
+__all__ = ["ReadOnlyTraceStore"]
+
+
+class ReadOnlyTraceStore:
+    """A TraceStore over loaded records: reads work, writes raise StoreError."""
+
+    def __init__(self, records: Iterable[TraceRecord], *, source: str = "<records>") -> None:
+        self.source = source
+        """Where the records came from (an export path), for messages and reprs."""
+        self._records: dict[str, TraceRecord] = {}
+        self._traces: dict[str, Trace] = {}
+        self._goals: dict[str, GoalTree | None] = {}
+        self._messages: dict[str, list[Message]] = {}
+        self._events: dict[str, list[TraceEvent]] = {}
+        for record in records:
+            self._add(record)
+
+    def _add(self, record: TraceRecord) -> None:
+        trace_id = record.trace_id
+        what = "trace"
+        try:
+            self._traces[trace_id] = Trace.model_validate(record.trace)
+            what = "goal tree"
+            self._goals[trace_id] = GoalTree.model_validate(record.goal_tree) if record.goal_tree is not None else None
+            what = "messages"
+            self._messages[trace_id] = [Message.model_validate(m) for m in record.messages]
+            what = "events"
+            self._events[trace_id] = [_event(e) for e in record.events]
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(p) for p in error["loc"])
+            raise CorruptRecordError(self.source, f"trace {trace_id!r}: {what} invalid at {where!r}: {error['msg']}") from None
+        self._records[trace_id] = record
+
+    def __repr__(self) -> str:
+        return f"ReadOnlyTraceStore(source={self.source!r}, traces={len(self._records)})"
+
+    # ---- record access (used by read_records) -----------------------------------------
+    def metas(self) -> list[dict[str, Any]]:
+        """The raw trace metas, in load order."""
+        return [r.trace for r in self._records.values()]
+
+    def record(self, trace_id: str, *, messages: bool = True, events: bool = True) -> TraceRecord:
+        """The raw record of one trace (optionally without messages or events)."""
+        record = self._require(trace_id)
+        if messages and events:
+            return record
+        return replace(record, messages=record.messages if messages else [], events=record.events if events else [])
+
+    def _require(self, trace_id: str) -> TraceRecord:
+        record = self._records.get(trace_id)
+        if record is None:
+            raise TraceNotFoundError(trace_id)
+        return record
+
+    # ---- TraceStore: reads ------------------------------------------------------------
+    async def get_trace(self, trace_id: str) -> Trace | None:
+        """Return the trace, or None."""
+        trace = self._traces.get(trace_id)
+        return trace.model_copy(deep=True) if trace is not None else None
+
+    async def list_traces(
+        self,
+        *,
+        mode: TraceMode | None = None,
+        status: TraceStatus | None = None,
+        agent_type: str | None = None,
+        parent_trace_id: str | None = None,
+        created_by_tool: str | None = None,
+        uid: str | None = None,
+        limit: int | None = 50,
+    ) -> list[Trace]:
+        """Newest first; every filter is applied before `limit`."""
+        out = [
+            t.model_copy(deep=True) for t in self._traces.values()
+            if (mode is None or t.mode == mode) and (status is None or t.status == status)
+            and (agent_type is None or t.agent_type == agent_type)
+            and (parent_trace_id is None or t.parent_trace_id == parent_trace_id)
+            and (created_by_tool is None or t.context.get("created_by_tool") == created_by_tool)
+            and (uid is None or t.uid == uid)
+        ]
+        out.sort(key=lambda t: (t.created_at, t.trace_id), reverse=True)
+        return out if limit is None else out[:limit]
+
+    async def get_resource_usage(self, root_trace_id: str) -> dict[str, Any] | None:
+        """Return the root's usage record, or None."""
+        return copy.deepcopy(self._require(root_trace_id).resource_usage)
+
+    async def get_tool_approvals(self, trace_id: str) -> dict[str, Any] | None:
+        """Return the approval state, or None."""
+        return copy.deepcopy(self._require(trace_id).tool_approvals)
+
+    async def get_goal_tree(self, trace_id: str) -> GoalTree | None:
+        """Return the goal tree (None for an unknown trace)."""
+        if trace_id not in self._traces:
+            return None
+        tree = self._goals.get(trace_id)
+        return tree.model_copy(deep=True) if tree is not None else GoalTree(mission=self._traces[trace_id].task)
+
+    async def get_message(self, message_id: str) -> Message | None:
+        """Return the message, or None."""
+        trace_id, sequence = parse_message_id(message_id)
+        for message in self._messages.get(trace_id, []):
+            if message.sequence == sequence:
+                return message.model_copy(deep=True)
+        return None
+
+    async def get_trace_messages(self, trace_id: str) -> list[Message]:
+        """All messages in sequence order."""
+        self._require(trace_id)
+        return [m.model_copy(deep=True) for m in sorted(self._messages[trace_id], key=lambda m: m.sequence)]
+
+    async def get_main_path_messages(self, trace_id: str, head_sequence: int) -> list[Message]:
+        """Messages from the first one to `head_sequence` along `parent_sequence`."""
+        self._require(trace_id)
+        by_sequence = {m.sequence: m for m in self._messages[trace_id]}
+        path: list[Message] = []
+        sequence: int | None = head_sequence or None
+        while sequence is not None and len(path) <= len(by_sequence):
+            message = by_sequence.get(sequence)
+            if message is None:
+                raise MessageNotFoundError(f"{trace_id}-{sequence:04d}")
+            path.append(message.model_copy(deep=True))
+            sequence = message.parent_sequence
+        path.reverse()
+        return path
+
+    async def get_messages_by_goal(self, trace_id: str, goal_id: str) -> list[Message]:
+        """Messages recorded under a goal."""
+        return [m for m in await self.get_trace_messages(trace_id) if m.goal_id == goal_id]
+
+    async def get_events(self, trace_id: str, since_event_id: int = 0) -> list[TraceEvent]:
+        """Events with id greater than `since_event_id`."""
+        self._require(trace_id)
+        return [e.model_copy(deep=True) for e in self._events[trace_id] if e.event_id > since_event_id]
+
+    # ---- TraceStore: writes are refused -------------------------------------------------
+    def _refuse(self, *_: Any, **__: Any) -> NoReturn:
+        raise StoreError(
+            f"{self!r} is read-only: it holds loaded traces and nothing can run on it; "
+            "run again with a FileSystemTraceStore or an InMemoryTraceStore"
+        )
+
+    async def create_trace(self, trace: Trace) -> str:
+        """Refused: read-only."""
+        self._refuse()
+
+    async def update_trace(self, trace_id: str, **updates: Any) -> Trace:
+        """Refused: read-only."""
+        self._refuse()
+
+    async def replace_resource_usage(self, root_trace_id: str, usage: dict[str, Any]) -> None:
+        """Refused: read-only."""
+        self._refuse()
+
+    async def update_goal_tree(self, trace_id: str, tree: GoalTree) -> None:
+        """Refused: read-only."""
+        self._refuse()
+
+    async def add_goal(self, trace_id: str, goal: Any) -> None:
+        """Refused: read-only."""
+        self._refuse()
+
+    async def update_goal(self, trace_id: str, goal_id: str, **updates: Any) -> list[Any]:
+        """Refused: read-only."""
+        self._refuse()
+
+    async def add_message(self, message: Message) -> str:
+        """Refused: read-only."""
+        self._refuse()
+
+    async def update_message(self, message_id: str, **updates: Any) -> Message:
+        """Refused: read-only."""
+        self._refuse()
+
+    async def append_event(self, trace_id: str, event_type: str, payload: dict[str, Any]) -> int:
+        """Refused: read-only."""
+        self._refuse()
+
+    async def replace_tool_approvals(self, trace_id: str, state: dict[str, Any]) -> None:
+        """Refused: read-only."""
+        self._refuse()
+
+
+def _event(raw: dict[str, Any]) -> TraceEvent:
+    if raw.get("type") in EVENT_TYPES:
+        return TraceEvent.model_validate(raw)
+    # An event type from a newer version: keep it as data instead of refusing the whole export.
+    return TraceEvent.model_construct(
+        event_id=int(raw.get("event_id", 0)), trace_id=str(raw.get("trace_id", "")), type=raw.get("type"),
+        payload=dict(raw.get("payload") or {}), created_at=parse_time(raw.get("created_at")),
+    )

@@ -112,5 +112,7 @@ def validate_recursive_child_execution(child_execution_mode: str, max_parallel_c
         raise ConfigurationError(
             "child_execution_mode", f"must be 'sequential' or 'parallel', got {child_execution_mode!r}"
         )
-    if not isinstance(max_parallel_children, int) or not 1 <= max_parallel_children <= 2:
+    # bool is an int subclass; True must not pass as 1.
+    if (not isinstance(max_parallel_children, int) or isinstance(max_parallel_children, bool)
+            or not 1 <= max_parallel_children <= 2):
         raise ConfigurationError("max_parallel_children", f"must be 1 or 2, got {max_parallel_children!r}")

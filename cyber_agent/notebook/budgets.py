@@ -1,0 +1,237 @@
+"""Budgets and usage of a task tree as pandas frames and charts (SPEC J3, A10).
+
+`budget_frame` has one row per A10 resource: used, limit, remaining, percent and the refusal a
+recursive tree recorded. Recursive roots carry their limits in `context["resource_budget"]`
+and their live usage in `resource_usage.json`; legacy trees have no limits (limit NaN) and
+their usage is computed from the traces themselves. `usage_by_agent` and `usage_over_time`
+break usage down per trace and over time. Charts return `matplotlib.figure.Figure`s.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from cyber_agent.notebook.frames import TraceFrames, to_frames
+from cyber_agent.notebook.records import StoreSource, parse_time
+
+__all__ = [
+    "RESOURCES",
+    "budget_frame",
+    "plot_budget",
+    "plot_usage_by_agent",
+    "plot_usage_over_time",
+    "usage_by_agent",
+    "usage_over_time",
+]
+
+# resource -> (limit key in context["resource_budget"], unit)
+RESOURCES: dict[str, tuple[str, str]] = {
+    "agents": ("max_total_agents", "agents"),
+    "llm_calls": ("max_llm_calls", "calls"),
+    "tokens": ("max_total_tokens", "tokens"),
+    "cost_usd": ("max_total_cost_usd", "USD"),
+    "duration_seconds": ("max_duration_seconds", "s"),
+    "validation_tool_calls": ("max_validation_tool_calls", "calls"),
+    "validation_material_chars": ("max_validation_material_chars", "chars"),
+}
+"""The A10 resources, their limit keys and units, in display order."""
+
+
+def _tree(source: StoreSource | TraceFrames, root_trace_id: str, *, messages: bool = True) -> TraceFrames:
+    return to_frames(source, [root_trace_id], messages=messages, events=False).tree(root_trace_id)
+
+
+def _computed_usage(frames: TraceFrames, now: datetime) -> dict[str, float]:
+    traces = frames.traces
+    agents = traces[~traces["is_validator"]]
+    end = traces["completed_at"].fillna(traces["updated_at"])
+    root = traces.iloc[0]
+    finished = root["status"] != "running"
+    stop = end.max() if finished else pd.Timestamp(now)
+    return {
+        "agents": float(len(agents)),
+        "llm_calls": float((frames.messages["role"] == "assistant").sum()),
+        "tokens": float(traces["total_tokens"].sum()),
+        "cost_usd": float(traces["total_cost"].sum()),
+        "duration_seconds": float((stop - root["created_at"]).total_seconds()) if pd.notna(stop) else np.nan,
+        "validation_tool_calls": 0.0,
+        "validation_material_chars": 0.0,
+    }
+
+
+def _recorded_usage(record: dict[str, Any], running: bool, now: datetime) -> dict[str, float]:
+    started = parse_time(record.get("started_at"))
+    stop = now if running else parse_time(record.get("updated_at") or record.get("started_at"))
+    return {
+        "agents": float(record.get("agents", 0)),
+        "llm_calls": float(record.get("llm_calls", 0)),
+        "tokens": float(record.get("total_tokens", 0)),
+        "cost_usd": float(record.get("cost_usd", 0.0)),
+        "duration_seconds": (stop - started).total_seconds(),
+        "validation_tool_calls": float(record.get("validation_tool_calls", 0)),
+        "validation_material_chars": float(record.get("validation_material_chars", 0)),
+    }
+
+
+def budget_frame(source: StoreSource | TraceFrames, root_trace_id: str, *, now: datetime | None = None) -> pd.DataFrame:
+    """One row per A10 resource of the tree: used, limit, remaining, percent, unit, refusal."""
+    frames = _tree(source, root_trace_id)
+    now = now or datetime.now(timezone.utc)
+    root = frames.traces.iloc[0]
+    context = root["context"] or {}
+    budget = context.get("resource_budget") if isinstance(context.get("resource_budget"), dict) else None
+    record = root["resource_usage"] if isinstance(root["resource_usage"], dict) else None
+    if record is not None:
+        used, source_name = _recorded_usage(record, root["status"] == "running", now), "resource_usage"
+    else:
+        used, source_name = _computed_usage(frames, now), "traces"
+    refusal = (record or {}).get("last_refusal") or ""
+    rows = []
+    for resource, (key, unit) in RESOURCES.items():
+        limit = float(budget[key]) if budget and isinstance(budget.get(key), (int, float)) else np.nan
+        value = used[resource]
+        rows.append({
+            "resource": resource, "used": value, "limit": limit,
+            "remaining": max(limit - value, 0.0) if not np.isnan(limit) else np.nan,
+            "percent": 100.0 * value / limit if not np.isnan(limit) and limit > 0 else np.nan,
+            "unit": unit, "refusal": refusal if refusal.startswith(f"{resource}:") else None,
+        })
+    frame = pd.DataFrame(rows).astype({
+        "resource": "string", "used": "float64", "limit": "float64", "remaining": "float64", "percent": "float64",
+        "unit": "string", "refusal": "string",
+    }).set_index("resource")
+    frame.attrs.update({
+        "root_trace_id": root_trace_id, "mode": context.get("agent_mode") or "legacy", "usage_source": source_name,
+        "enforced": bool(budget.get("enabled", True)) if budget else False,
+        "reserved_final_calls": budget.get("reserved_final_calls") if budget else None,
+        "refusals": int((record or {}).get("refusals", 0)),
+    })
+    return frame
+
+
+def usage_by_agent(source: StoreSource | TraceFrames, root_trace_id: str) -> pd.DataFrame:
+    """One row per trace of the tree: parent, depth, role, status, LLM calls, tokens, cost, duration."""
+    return _tree(source, root_trace_id).usage.reset_index(drop=True)
+
+
+def usage_over_time(source: StoreSource | TraceFrames, root_trace_id: str) -> pd.DataFrame:
+    """One row per LLM call of the tree in time order, with cumulative calls, tokens, cost and agents."""
+    frames = _tree(source, root_trace_id)
+    calls = frames.messages[frames.messages["role"] == "assistant"]
+    roles = dict(zip(frames.traces["trace_id"], frames.traces["role"]))
+    out = pd.DataFrame({
+        "time": calls["created_at"], "trace_id": calls["trace_id"],
+        "role": calls["trace_id"].map(roles).astype("string"),
+        "call_tokens": calls["total_tokens"], "call_cost": calls["cost"],
+    }).sort_values(["time", "trace_id"], kind="stable").reset_index(drop=True)
+    start = frames.traces["created_at"].min()
+    out.insert(1, "elapsed_seconds", (out["time"] - start).dt.total_seconds().astype("float64"))
+    out["llm_calls"] = np.arange(1, len(out) + 1, dtype="int64")
+    out["tokens"] = out["call_tokens"].cumsum().astype("int64")
+    out["cost"] = out["call_cost"].cumsum().astype("float64")
+    created = np.sort(frames.traces.loc[~frames.traces["is_validator"], "created_at"].to_numpy())
+    out["agents"] = np.searchsorted(created, out["time"].to_numpy(), side="right").astype("int64")
+    return out
+
+
+def _fmt(value: float, unit: str) -> str:
+    if np.isnan(value):
+        return "—"
+    if unit == "USD":
+        return f"${value:,.4f}"
+    if unit == "s":
+        return f"{value:,.1f} s"
+    return f"{value:,.0f}"
+
+
+def plot_budget(source: StoreSource | TraceFrames | pd.DataFrame, root_trace_id: str | None = None) -> Figure:
+    """Bar per resource: used against its limit (a dashed line), or used alone when the tree has no limit."""
+    frame = source if isinstance(source, pd.DataFrame) else budget_frame(source, _need(root_trace_id))
+    fig = Figure(figsize=(8.0, 0.55 * len(frame) + 1.1))
+    axes = fig.subplots(len(frame), 1, squeeze=False)[:, 0]
+    fig.subplots_adjust(left=0.27, right=0.97, top=1 - 0.6 / fig.get_figheight(), bottom=0.15 / fig.get_figheight(), hspace=0.9)
+    mode = frame.attrs.get("mode", "legacy")
+    limited = frame["limit"].notna().any()
+    fig.suptitle(
+        f"Tree budget ({mode}) — " + ("used vs limit" if limited else "usage; legacy runs have no limits"),
+        x=0.02, ha="left", fontsize=10,
+    )
+    for ax, (resource, row) in zip(axes, frame.iterrows()):
+        limit, used = row["limit"], row["used"]
+        scale = max(limit if not np.isnan(limit) else 0.0, used, 1e-9)
+        over = not np.isnan(limit) and used >= limit
+        ax.barh([0], [used], color="#d62728" if over else "#1f77b4", height=0.6)
+        if not np.isnan(limit):
+            ax.axvline(limit, color="#333333", ls="--", lw=1)
+            text = f"{_fmt(used, row['unit'])} of {_fmt(limit, row['unit'])} ({row['percent']:.0f}%)"
+        else:
+            text = f"{_fmt(used, row['unit'])} (no limit)"
+        if isinstance(row["refusal"], str):
+            text += f" — refused: {row['refusal']}"
+        ax.set_xlim(0, scale * 1.05)
+        ax.set_yticks([0], [str(resource).replace("_", " ")], fontsize=9)
+        ax.tick_params(axis="x", labelsize=7)
+        ax.set_title(text, fontsize=8, loc="left", pad=2)
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+    return fig
+
+
+def plot_usage_by_agent(source: StoreSource | TraceFrames | pd.DataFrame, root_trace_id: str | None = None) -> Figure:
+    """Stacked prompt/completion tokens per agent (tree order), annotated with LLM calls and cost."""
+    frame = source if isinstance(source, pd.DataFrame) else usage_by_agent(source, _need(root_trace_id))
+    names = [("  " * int(d)) + str(label) for d, label in zip(frame["depth"], frame["label"])]
+    fig = Figure(figsize=(8.0, 0.38 * len(frame) + 1.2))
+    ax = fig.add_subplot()
+    fig.subplots_adjust(left=0.2, right=0.8, top=1 - 0.45 / fig.get_figheight(), bottom=0.5 / fig.get_figheight())
+    y = np.arange(len(frame))
+    ax.barh(y, frame["prompt_tokens"], color="#1f77b4", label="prompt tokens")
+    ax.barh(y, frame["completion_tokens"], left=frame["prompt_tokens"], color="#ff7f0e", label="completion tokens")
+    ax.set_yticks(y, names, fontsize=8)
+    ax.invert_yaxis()
+    for yi, (_, row) in zip(y, frame.iterrows()):
+        calls = "?" if pd.isna(row["llm_calls"]) else int(row["llm_calls"])
+        ax.annotate(f"{calls} calls · ${row['cost']:.4f}", (row["tokens"], yi), xytext=(4, 0), textcoords="offset points",
+                    va="center", fontsize=7, annotation_clip=False)
+    ax.set_xlabel("tokens", fontsize=8)
+    ax.tick_params(axis="x", labelsize=7)
+    ax.legend(fontsize=7, loc="lower right", frameon=False)
+    ax.set_title("Usage by agent", fontsize=10, loc="left")
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    return fig
+
+
+def plot_usage_over_time(source: StoreSource | TraceFrames | pd.DataFrame, root_trace_id: str | None = None) -> Figure:
+    """Cumulative tokens (left axis) and LLM calls and agents (right axis) against elapsed seconds."""
+    frame = source if isinstance(source, pd.DataFrame) else usage_over_time(source, _need(root_trace_id))
+    fig = Figure(figsize=(8.0, 3.4))
+    ax = fig.add_subplot()
+    fig.subplots_adjust(left=0.1, right=0.88, top=0.88, bottom=0.16)
+    ax.step(frame["elapsed_seconds"], frame["tokens"], where="post", color="#1f77b4", label="tokens")
+    ax.set_xlabel("seconds since the root started", fontsize=8)
+    ax.set_ylabel("tokens (cumulative)", fontsize=8, color="#1f77b4")
+    ax.tick_params(labelsize=7)
+    right = ax.twinx()
+    right.step(frame["elapsed_seconds"], frame["llm_calls"], where="post", color="#ff7f0e", label="LLM calls")
+    right.step(frame["elapsed_seconds"], frame["agents"], where="post", color="#2ca02c", ls="--", label="agents")
+    right.set_ylabel("calls / agents (cumulative)", fontsize=8)
+    right.tick_params(labelsize=7)
+    handles = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
+    ax.legend(handles=handles, fontsize=7, loc="upper left", frameon=False)
+    cost = float(frame["cost"].iloc[-1]) if len(frame) else 0.0
+    ax.set_title(f"Usage over time · {len(frame)} LLM calls · ${cost:.4f}", fontsize=10, loc="left")
+    return fig
+
+
+def _need(root_trace_id: str | None) -> str:
+    if not root_trace_id:
+        from cyber_agent.errors import ConfigurationError
+
+        raise ConfigurationError("root_trace_id", "is required when charting from a store, path or frames")
+    return root_trace_id

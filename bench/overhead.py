@@ -29,9 +29,11 @@ import cProfile
 import gc
 import importlib.metadata
 import json
+import os
 import platform
 import pstats
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -341,24 +343,28 @@ def results(cases: list[Case], steps: Sequence[int]) -> tuple[list[dict[str, Any
             base = per_step_us(baseline, n) if baseline else None
             per_run = [s.seconds / n * 1e6 for s in case.samples.get(n, [])]
             best = min(per_run, default=None)
-            base_best = min((s.seconds / n * 1e6 for s in baseline.samples.get(n, [])), default=None) if baseline else None
+            base_runs = baseline.samples.get(n, []) if baseline else []
+            base_best = min((s.seconds / n * 1e6 for s in base_runs), default=None)
+            # Runs of one round ran back to back, so their ratio cancels slow drifts in machine load.
+            paired = [a.seconds / b.seconds for a, b in zip(case.samples.get(n, []), base_runs)]
             rows.append({
                 "framework": case.framework, "store": case.store, "n": n, "repeats": len(per_run),
                 "median_us_per_step": us, "min_us_per_step": best, "max_us_per_step": max(per_run, default=None),
                 "ratio_vs_langgraph": us / base if us is not None and base else None,
                 "ratio_of_mins_vs_langgraph": best / base_best if best is not None and base_best else None,
+                "paired_ratio_vs_langgraph": statistics.median(paired) if paired else None,
                 "last_over_first": last_over_first(case, n),
                 "samples_us_per_step": per_run, "skipped": case.skipped, "error": case.error,
             })
+    by_key = {(r["framework"], r["store"], r["n"]): r for r in rows}
     targets = []
     for store, limit in TARGETS:
-        case = _find(cases, "cyber_agent", store)
         for n in steps:
-            us = per_step_us(case, n) if case else None
-            base = per_step_us(baseline, n) if baseline else None
-            value = us / base if us is not None and base else None
+            row = by_key.get(("cyber_agent", store, n), {})
+            value = row.get("ratio_vs_langgraph")
             targets.append({"name": f"cyber_agent {store} store <= {limit}x LangGraph in-memory", "n": n,
-                            "value": value, "limit": limit, "met": None if value is None else value <= limit})
+                            "value": value, "paired": row.get("paired_ratio_vs_langgraph"), "limit": limit,
+                            "met": None if value is None else value <= limit})
     low, high = min(steps), max(steps)
     for store, _ in TARGETS:
         case = _find(cases, "cyber_agent", store)
@@ -390,21 +396,23 @@ def _ratio(value: float | None, width: int) -> str:
 def print_report(cases: list[Case], rows: list[dict[str, Any]], targets: list[dict[str, Any]]) -> None:
     """Print the table, the target verdicts and any skipped or failed framework."""
     print(f"\n{'framework':26} {'store':12} {'N':>5} {'reps':>4} {'median us/step':>15} {'min':>9} {'max':>9} "
-          f"{'vs LangGraph':>12} {'(mins)':>7} {'last/first':>10}")
+          f"{'vs LangGraph':>12} {'paired':>7} {'last/first':>10}")
     for row in rows:
         if row["repeats"] == 0:
             continue
         print(f"{row['framework']:26} {row['store']:12} {row['n']:>5} {row['repeats']:>4} "
               f"{_fmt(row['median_us_per_step'], '15.1f')} {_fmt(row['min_us_per_step'], '9.1f')} "
               f"{_fmt(row['max_us_per_step'], '9.1f')} {_ratio(row['ratio_vs_langgraph'], 12)} "
-              f"{_ratio(row['ratio_of_mins_vs_langgraph'], 7)} {_fmt(row['last_over_first'], '10.2f')}")
+              f"{_ratio(row['paired_ratio_vs_langgraph'], 7)} {_fmt(row['last_over_first'], '10.2f')}")
     for case in cases:
         if case.skipped or case.error:
             print(f"  {case.framework} ({case.store}): {case.skipped or 'FAILED: ' + str(case.error)}")
-    print("\nTargets (baseline: LangGraph create_react_agent, no checkpointer, same N)")
+    print("vs LangGraph: ratio of medians; paired: median over rounds of this run / LangGraph's run of the same round;"
+          "\nlast/first: median step time in the last tenth of a run / in the first tenth (1 = flat)")
+    print("\nTargets (baseline: LangGraph create_react_agent, no checkpointer, same N; judged on the ratio of medians)")
     for target in targets:
         verdict = {True: "MET", False: "NOT MET", None: "not evaluated"}[target["met"]]
-        extra = ""
+        extra = f"  (paired: {_fmt(target['paired'], '.3f')})" if "paired" in target else ""
         if "marginal_us_per_step" in target:
             extra = f"  (marginal cost of one more step: {_fmt(target['marginal_us_per_step'], '.1f')} us)"
         n = "" if "flatness" in target["name"] else f" at N={target['n']}"
@@ -419,7 +427,16 @@ def environment() -> dict[str, Any]:
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             versions[name] = None
-    return {"python": platform.python_version(), "platform": platform.platform(), "machine": platform.machine(),
+    repo = Path(__file__).resolve().parents[1]
+    try:
+        commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                timeout=10).stdout.strip() or None
+        dirty = bool(subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no"],
+                                    capture_output=True, text=True, timeout=10).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        commit, dirty = None, None
+    return {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
+            "load_average_1m": os.getloadavg()[0], "git_commit": commit, "git_dirty": dirty,
             "packages": versions, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 
 
@@ -487,14 +504,17 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         repeats = {n: args.repeat or ((3 if n <= 50 else 2) if args.quick else (7 if n <= 50 else 5)) for n in steps}
         cases = build_cases(args, tmp_root)
-        print(f"per-step overhead, one sync tool call per step; N={steps}, repeats={repeats}; file store in {tmp_root}")
+        env = environment()
+        print(f"per-step overhead, one sync tool call per step; N={steps}, repeats={repeats}; file store in {tmp_root}; "
+              f"load average {env['load_average_1m']:.2f} on {env['cpus']} CPUs")
         started = time.perf_counter()
         asyncio.run(measure(cases, steps, repeats, args.timeout))
     rows, targets = results(cases, steps)
     print_report(cases, rows, targets)
-    print(f"\n(bench took {time.perf_counter() - started:.0f}s)")
+    print(f"\n(bench took {time.perf_counter() - started:.0f}s; load average now {os.getloadavg()[0]:.2f})")
     if args.json:
-        payload = {"bench": "overhead", "schema": 1, "environment": environment(),
+        env["load_average_1m_at_end"] = os.getloadavg()[0]
+        payload = {"bench": "overhead", "schema": 1, "environment": env,
                    "config": {"steps": steps, "repeats": repeats, "dir": args.dir, "baseline": list(BASELINE)},
                    "results": rows, "targets": targets}
         Path(args.json).write_text(json.dumps(payload, indent=1))

@@ -12,6 +12,10 @@ from cyber_agent.errors import ConfigurationError
 
 __all__ = ["RunConfig"]
 
+# Identity and per-call fields: not part of the behaviour snapshot (T7).
+_NOT_BEHAVIOUR = {"trace_id", "after_sequence", "new_trace_id", "context", "root_task_anchor", "side_branch",
+                  "parent_trace_id", "parent_goal_id", "agent_mode"}
+
 
 class RunConfig(BaseModel):
     """Settings of one run; persisted with its hash as the trace's run-config snapshot (T7)."""
@@ -46,6 +50,8 @@ class RunConfig(BaseModel):
     """Id to give a new trace (sub-agents get T2 ids from their parent)."""
     after_sequence: int | None = None
     """Rewind: continue after this main-path message (the head moves; nothing is deleted)."""
+    side_branch: str | None = None
+    """Continue on a side branch with this label (e.g. "reflection"): the main head does not move."""
     workspace: str | None = None
     """Directory file and shell tools are confined to (default: current directory)."""
     context: dict[str, Any] = Field(default_factory=dict)
@@ -90,8 +96,13 @@ class RunConfig(BaseModel):
             raise ConfigurationError("model", "must not be empty; use 'demo' for the offline model")
         return value
 
+    def restored(self, snapshot: dict[str, Any]) -> RunConfig:
+        """This call's ids and rewind point on top of the persisted behaviour snapshot (overrides ignored)."""
+        keep = {k: getattr(self, k) for k in ("trace_id", "after_sequence", "side_branch")}
+        return RunConfig(**snapshot["config"], **keep)
+
     def behaviour_snapshot(self) -> dict[str, Any]:
         """The fields that decide behaviour (ids and rewind points excluded), with their hash."""
-        data = self.model_dump(mode="json", exclude={"trace_id", "after_sequence", "new_trace_id", "context", "root_task_anchor"})
+        data = self.model_dump(mode="json", exclude=_NOT_BEHAVIOUR)
         digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
         return {"config": data, "hash": digest}

@@ -78,8 +78,13 @@ async def grant_context_refs(store: TraceStore, parent: Trace, refs: list[str | 
     held: dict[str, dict[str, Any]] = dict(parent.context.get("context_access", {}).get("refs", {}))
     root = parent.context.get("root_trace_id", parent.trace_id)
     granted: dict[str, dict[str, Any]] = {}
+    taken = set(held)
     for index, ref in enumerate(refs, start=1):
-        ref_id = f"ref-{child_index}-{index}"
+        # A new snapshot never takes the id of a ref the parent holds: it may be re-granted alongside.
+        ref_id, bump = f"ref-{child_index}-{index}", 0
+        while ref_id in taken or ref_id in granted:
+            bump += 1
+            ref_id = f"ref-{child_index}-{index}.{bump}"
         if isinstance(ref, str):
             if ref not in held:
                 raise ToolArgumentError(f"context ref {ref!r} is not granted to this agent; it holds: {sorted(held) or 'none'}")

@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cyber_agent.core.approvals import open_batch
 from cyber_agent.core.config import RunConfig
 from cyber_agent.core.dispatch import run_tool_call
 from cyber_agent.core.protocol_flow import STATE_TOOLS, on_final_text
 from cyber_agent.core.resource_budget import ResourceBudget, ResourceBudgetController
 from cyber_agent.core.stop import StopRegistry
 from cyber_agent.core.tool_rights import runtime_tool_names, tighten_by_state
-from cyber_agent.core.trace_setup import ChildSetup, PreparedRun, prepare_run
+from cyber_agent.core.trace_setup import ChildSetup, PreparedRun, effective_config, prepare_run
 from cyber_agent.errors import BudgetExceededError, CyberAgentError, RunError
 from cyber_agent.llm.types import LLMCall, LLMResponse
 from cyber_agent.tools.context import ToolContext
@@ -88,7 +89,7 @@ class AgentRunner:
         self, messages: Sequence[dict[str, Any]] = (), config: RunConfig | None = None, *, child: ChildSetup | None = None
     ) -> AsyncIterator[RunEvent]:
         """Run (or continue) a trace, yielding the Trace at start and end and every new Message."""
-        config = config or RunConfig()
+        config = await effective_config(self.trace_store, config or RunConfig())
         if child is not None and child.context.get("created_by_tool") == "validator":
             llm, model = self._validator_llm(config)
         else:
@@ -121,6 +122,10 @@ class AgentRunner:
                 new.append(event)
         assert trace is not None
         answer = trace.result_summary if trace.status == "completed" else None
+        branch = config.side_branch if config is not None else None
+        if branch is not None:
+            record = (trace.context.get("side_branches") or {}).get(branch) or {}
+            answer = record.get("answer") if record.get("status") == "completed" else None
         return RunResult(trace=trace, answer=answer, messages=new)
 
     def stop(self, trace_id: str, reason: str = "stop requested") -> list[str]:
@@ -204,7 +209,7 @@ class AgentRunner:
         """Append a runner-authored user message (protocol feedback) to the running trace."""
         message = Message.create(
             trace_id=prepared.trace.trace_id, role="user", goal_id=prepared.goal_id, content=text,
-            parent_sequence=prepared.head or None, metadata={"protocol": True},
+            parent_sequence=prepared.head or None, metadata={"protocol": True}, branch=prepared.branch,
         )
         return await self._persist(prepared, message)
 
@@ -227,6 +232,10 @@ class AgentRunner:
         trace_id = prepared.trace.trace_id
         prepared.static_allowed = prepared.allowed
         schemas = await self._refresh(prepared)
+        if prepared.resume_batch is not None:
+            async for message in self._resume_batch(prepared, config):
+                yield message
+            schemas = await self._refresh(prepared)
         for _ in range(config.max_iterations):
             if self.stops.is_stopped(trace_id):
                 yield await self._finish(prepared, "stopped", error=self.stops.stop_reason(trace_id))
@@ -248,6 +257,7 @@ class AgentRunner:
                 cached_tokens=response.usage.cached_tokens, cost=response.cost,
                 duration_ms=(time.perf_counter() - started) * 1000,
                 metadata={"model": response.model or model, "cost_estimated": response.cost_estimated},
+                branch=prepared.branch,
             )
             yield await self._persist(prepared, assistant)
             overrun = None
@@ -272,24 +282,16 @@ class AgentRunner:
                     yield await self._finish(prepared, status, answer=answer, error=error)
                     return
                 continue
+            if self._needs_approval(prepared, response.tool_calls):
+                await open_batch(self.trace_store, self.tool_registry, trace_id, assistant.message_id, response.tool_calls)
+                trace = await self.trace_store.update_trace(trace_id, head_sequence=prepared.head, current_goal_id=prepared.goal_id)
+                prepared.trace = trace
+                yield trace
+                return
             refresh = False
-            for call in response.tool_calls:
-                if self.stops.is_stopped(trace_id):
-                    break
-                outcome = await run_tool_call(
-                    call, registry=self.tool_registry, allowed=prepared.allowed,
-                    context=self._tool_context(prepared, config, call.id),
-                )
-                tool_message = Message.create(
-                    trace_id=trace_id, role="tool", goal_id=prepared.goal_id, tool_call_id=call.id,
-                    tool_name=call.name, content=outcome.result.content, parent_sequence=prepared.head,
-                    duration_ms=outcome.duration_ms,
-                    metadata={"is_error": outcome.result.is_error, **outcome.result.metadata},
-                )
-                yield await self._persist(prepared, tool_message)
-                if prepared.is_validator and prepared.budget is not None and call.name != "submit_validation":
-                    await prepared.budget.record_validation_work(tool_calls=1, material_chars=len(outcome.result.content))
-                if call.name in STATE_TOOLS:
+            async for message in self._execute(prepared, config, [(call, call.arguments, None) for call in response.tool_calls]):
+                yield message
+                if message.tool_name in STATE_TOOLS:
                     refresh = True
                     schemas = await self._refresh(prepared)
             if refresh:
@@ -301,9 +303,72 @@ class AgentRunner:
             prepared, "stopped", error=f"max_iterations ({config.max_iterations}) reached without a final answer"
         )
 
+    def _needs_approval(self, prepared: PreparedRun, calls: list[Any]) -> bool:
+        for call in calls:
+            spec = self.tool_registry.get(call.name)
+            if spec is not None and spec.requires_confirmation and call.name in prepared.allowed:
+                return True
+        return False
+
+    async def _execute(
+        self, prepared: PreparedRun, config: RunConfig, calls: list[tuple[Any, dict[str, Any], str | None]]
+    ) -> AsyncIterator[Message]:
+        """Run tool calls in order (a rejection reason instead of arguments skips the call), persisting each result."""
+        trace_id = prepared.trace.trace_id
+        for call, arguments, rejected in calls:
+            if self.stops.is_stopped(trace_id):
+                return
+            if rejected is not None:
+                content, is_error, duration, meta = rejected, True, 0.0, {"rejected": True}
+            else:
+                outcome = await run_tool_call(
+                    call.model_copy(update={"arguments": arguments}), registry=self.tool_registry,
+                    allowed=prepared.allowed, context=self._tool_context(prepared, config, call.id),
+                )
+                content, is_error = outcome.result.content, outcome.result.is_error
+                duration, meta = outcome.duration_ms, dict(outcome.result.metadata)
+            tool_message = Message.create(
+                trace_id=trace_id, role="tool", goal_id=prepared.goal_id, tool_call_id=call.id,
+                tool_name=call.name, content=content, parent_sequence=prepared.head,
+                duration_ms=duration, branch=prepared.branch, metadata={"is_error": is_error, **meta},
+            )
+            yield await self._persist(prepared, tool_message)
+            if prepared.is_validator and prepared.budget is not None and call.name != "submit_validation":
+                await prepared.budget.record_validation_work(tool_calls=1, material_chars=len(content))
+
+    async def _resume_batch(self, prepared: PreparedRun, config: RunConfig) -> AsyncIterator[Message]:
+        """Execute a decided approval batch from the persisted assistant tool calls."""
+        from cyber_agent.core.approvals import save_batch
+
+        batch = prepared.resume_batch
+        assistant = await self.trace_store.get_message(batch.assistant_message_id)
+        calls = {c.id: c for c in (assistant.tool_calls if assistant else [])}
+        plan = []
+        for item in batch.calls:
+            call = calls[item.call_id]
+            if item.decision == "approve":
+                plan.append((call, {**call.arguments, **item.edited_arguments}, None))
+            else:
+                plan.append((call, call.arguments, f"rejected by the reviewer: {item.feedback or 'no reason given'}"))
+        batch.status = "executing"  # from here on a crash means unknown side effects (fail closed)
+        await save_batch(self.trace_store, batch)
+        async for message in self._execute(prepared, config, plan):
+            yield message
+        batch.status = "done"
+        await save_batch(self.trace_store, batch)
+        prepared.resume_batch = None
+
     async def _finish(self, prepared: PreparedRun, status: str, *, answer: str | None = None, error: str | None = None) -> Trace:
         store = self.trace_store
         trace_id = prepared.trace.trace_id
+        if prepared.branch is not None:
+            # A side branch never moves the head or changes the trace's status.
+            current = await store.get_trace(trace_id)
+            branches = dict((current.context if current else {}).get("side_branches") or {})
+            branches[prepared.branch] = {"status": status, "answer": answer, "error": error, "head_sequence": prepared.head}
+            trace = await store.update_trace(trace_id, context={**(current.context if current else {}), "side_branches": branches})
+            prepared.trace = trace
+            return trace
         updates: dict[str, Any] = {"status": status, "head_sequence": prepared.head, "current_goal_id": prepared.goal_id}
         if answer is not None:
             updates["result_summary"] = answer

@@ -103,8 +103,11 @@ class TaskBrief(BaseModel):
 
     @field_validator("objective", "reason")
     @classmethod
-    def _text(cls, value: str) -> str:
-        return " ".join(value.split())
+    def _text(cls, value: str, info) -> str:  # noqa: ANN001 - pydantic ValidationInfo
+        value = " ".join(value.split())
+        if info.field_name == "objective" and not value:
+            raise ValueError("objective must not be blank")
+        return value
 
     @field_validator("completion_criteria", "expected_outputs", "constraints")
     @classmethod

@@ -1,7 +1,8 @@
 """Tool rights (SPEC A6): which tools a run may see and call.
 
 Static rights are computed once per run: requested ∩ registered ∩ the trace's frozen
-snapshot (children and validators) ∩ what the mode, role and depth allow. Protocol state then
+snapshot (children and validators) ∩ what the mode, role and depth allow; recursive revision 2
+drops every `remote_*` tool. Protocol state then
 tightens them turn by turn (`tighten_by_state`). The same set drives the schemas the model
 sees and `ToolRegistry.execute`, so a forged call to an unexposed tool is refused before its
 arguments are touched.
@@ -22,6 +23,7 @@ from cyber_agent.trace.models import Trace
 __all__ = [
     "PROTOCOL_ONLY_TOOLS",
     "READ_ONLY_TOOLS",
+    "REMOTE_PREFIX",
     "VALIDATOR_TOOLS",
     "child_tool_snapshot",
     "runtime_tool_names",
@@ -32,18 +34,27 @@ VALIDATOR_TOOLS = frozenset({"read_trajectory", "read_artifact", "read_file", "l
 PROTOCOL_ONLY_TOOLS = frozenset({"submit_report", "review_task", "read_context_ref", "read_trajectory", "read_artifact", "submit_validation", "web_search", "fetch_page"})
 WEB_TOOLS = frozenset({"web_search", "fetch_page"})
 READ_ONLY_TOOLS = frozenset({"read_file", "list_files", "read_context_ref"})
+REMOTE_PREFIX = "remote_"
+REMOTE_FREE_REVISION = 2
+"""Recursive trees of this revision or later never see or run `remote_*` tools."""
 
 
 def runtime_tool_names(registered: Iterable[str], requested: Iterable[str] | None, trace: Trace) -> frozenset[str]:
     """Static tool rights of a run on `trace`."""
     registered_set = set(registered)
     names = registered_set if requested is None else set(requested) & registered_set
-    snapshot = trace.context.get("tool_snapshot")
+    # Only the runner writes a snapshot or a validator role, and only on sub-traces; on a root
+    # these keys can only have come from a custom RunConfig.context, so they grant nothing.
+    is_sub_trace = trace.parent_trace_id is not None
+    snapshot = trace.context.get("tool_snapshot") if is_sub_trace else None
     if snapshot is not None:
         names &= set(snapshot)
     policy = AgentPolicy.from_context(trace.context)
     depth = int(trace.context.get("agent_depth", 0))
-    if trace.context.get("created_by_tool") == "validator":
+    if policy.is_recursive and policy.revision >= REMOTE_FREE_REVISION:
+        # Remote routing would bypass briefs, the tree budget and review (A4).
+        names = {n for n in names if not n.startswith(REMOTE_PREFIX)}
+    if is_sub_trace and trace.context.get("created_by_tool") == "validator":
         names &= VALIDATOR_TOOLS
         if not trace.context.get("web_evidence_enabled"):
             names -= WEB_TOOLS
@@ -56,6 +67,10 @@ def runtime_tool_names(registered: Iterable[str], requested: Iterable[str] | Non
     names -= VALIDATOR_TOOLS - {"read_file", "list_files"}
     if trace.parent_trace_id is None:
         names.discard("submit_report")
+        if "agent" in names:
+            # Protocol tool, not a capability: a root that may delegate must be able to review,
+            # even when its requested tool list did not name review_task.
+            names |= {"review_task"} & registered_set
         return frozenset(names)
     names &= RECURSIVE_CHILD_TOOLS
     names -= RECURSIVE_CHILD_FORBIDDEN

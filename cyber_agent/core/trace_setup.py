@@ -25,7 +25,7 @@ from cyber_agent.trace.models import Message, Trace
 if TYPE_CHECKING:
     from cyber_agent.core.runner import AgentRunner
 
-__all__ = ["ChildSetup", "PreparedRun", "prepare_run"]
+__all__ = ["ChildSetup", "PreparedRun", "effective_config", "prepare_run"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,6 +54,8 @@ class PreparedRun:
     budget: Any = None
     root_validations: int = 0
     static_allowed: frozenset[str] = frozenset()
+    branch: str | None = None
+    resume_batch: Any = None
 
     @property
     def mode(self) -> str:
@@ -64,6 +66,32 @@ class PreparedRun:
     def is_validator(self) -> bool:
         """True for validator traces."""
         return self.trace.context.get("created_by_tool") == "validator"
+
+
+async def effective_config(store: Any, config: RunConfig) -> RunConfig:
+    """For an existing trace, behaviour comes only from its persisted run-config snapshot (T7)."""
+    if config.trace_id is None:
+        return config
+    trace = await store.get_trace(config.trace_id)
+    if trace is None:
+        raise TraceNotFoundError(config.trace_id)
+    snapshot = trace.context.get("run_config_snapshot")
+    if snapshot is None:
+        if trace.context.get("agent_mode") == "recursive":
+            raise RunError(f"recursive trace {trace.trace_id!r} has no run-config snapshot; start a new task")
+        # A historic legacy trace: infer safe defaults once and mark them.
+        inferred = RunConfig(model=trace.model or "demo", agent_type=trace.agent_type or "main", name=trace.name,
+                             uid=trace.uid, project_name=trace.project_name).behaviour_snapshot()
+        inferred["legacy_inferred"] = True
+        await store.update_trace(trace.trace_id, context={**trace.context, "run_config_snapshot": inferred})
+        snapshot = inferred
+    import hashlib
+    import json
+
+    digest = hashlib.sha256(json.dumps(snapshot["config"], sort_keys=True).encode()).hexdigest()
+    if digest != snapshot.get("hash"):
+        raise RunError(f"run-config snapshot of {trace.trace_id!r} does not match its hash; it was altered")
+    return config.restored(snapshot)
 
 
 def _task_text(messages: list[dict[str, Any]]) -> str | None:
@@ -206,6 +234,16 @@ async def _prepare_existing(runner: AgentRunner, messages: list[dict[str, Any]],
         raise TraceNotFoundError(config.trace_id or "")
     if trace.status == "running" and trace.trace_id in runner.stops:
         raise RunError(f"trace {trace.trace_id!r} is already running in this process; stop it first")
+    from cyber_agent.core.approvals import current_batch
+
+    batch = await current_batch(store, trace.trace_id)
+    if batch is not None and batch.status == "pending":
+        from cyber_agent.errors import ConflictError
+
+        raise ConflictError(f"trace {trace.trace_id!r} is waiting for tool approval (batch {batch.batch_id}); decide it first")
+    if batch is not None and batch.status in ("executing", "execution_unknown"):
+        raise RunError(f"trace {trace.trace_id!r}: approval batch {batch.batch_id} is {batch.status}; its side effects "
+                       "are unknown, so the trace fails closed and is not retried automatically")
     if "agent_mode" not in trace.context:
         # A historic trace without the field continues as legacy and gets it written (A2).
         trace = await store.update_trace(trace.trace_id, context={**trace.context, "agent_mode": "legacy"})
@@ -235,7 +273,8 @@ async def _prepare_existing(runner: AgentRunner, messages: list[dict[str, Any]],
             "goal_tree_snapshot": tree.model_dump(mode="json") if tree else None,
         })
     path = await store.get_main_path_messages(trace.trace_id, head)
-    trace = await store.update_trace(trace.trace_id, status="running", error_message=None)
+    if config.side_branch is None:
+        trace = await store.update_trace(trace.trace_id, status="running", error_message=None)
     tree = await store.get_goal_tree(trace.trace_id)
     root_goal = tree.children(None)[0].id if tree and tree.goals else None
     prepared = PreparedRun(
@@ -243,10 +282,14 @@ async def _prepare_existing(runner: AgentRunner, messages: list[dict[str, Any]],
         root_goal_id=root_goal, allowed=runner._get_runtime_tool_names(config, trace),
         depth=int(trace.context.get("agent_depth", 0)), policy=policy,
     )
+    prepared.branch = config.side_branch
     if policy.is_recursive:
         prepared.budget = await runner.budget_for(trace)
-    # A turn cut by a stop left tool calls without results; providers reject that history.
-    if path and path[-1].role == "assistant" and path[-1].tool_calls:
+    last = path[-1] if path else None
+    if batch is not None and batch.status == "decided" and last is not None and last.message_id == batch.assistant_message_id:
+        prepared.resume_batch = batch  # executed by the loop before the next model call
+    elif last is not None and last.role == "assistant" and last.tool_calls and config.side_branch is None:
+        # A turn cut by a stop left tool calls without results; providers reject that history.
         for call in path[-1].tool_calls:
             await _append(runner, prepared, Message.create(
                 trace_id=trace.trace_id, role="tool", tool_call_id=call.id, tool_name=call.name,
@@ -273,11 +316,12 @@ def _from_llm(trace_id: str, message: dict[str, Any], prepared: PreparedRun) -> 
         content = {"text": content, "tool_calls": []}
     return Message.create(
         trace_id=trace_id, role=message["role"], content=content, goal_id=prepared.goal_id,
-        tool_call_id=message.get("tool_call_id"),
+        tool_call_id=message.get("tool_call_id"), branch=prepared.branch,
     )
 
 
 async def _append(runner: AgentRunner, prepared: PreparedRun, message: Message) -> None:
     message.parent_sequence = prepared.head or None
+    message.branch = prepared.branch
     await runner._persist(prepared, message)
     prepared.new_messages.append(message)

@@ -1,1 +1,69 @@
-"""Jupyter helpers (placeholder; filled below)."""
+"""Jupyter-first helpers: launch runs, draw trees, chart budgets, analyse traces in pandas (SPEC J1–J6).
+
+    from cyber_agent.notebook import launch, draw_trace_tree, budget_frame, to_frames
+    handle = await launch("Report the revenue per region from data/sales.csv", model="demo")
+    result = await handle.result()
+    draw_trace_tree(handle.store, handle.trace_id)
+
+Every helper reads a TraceStore, a store directory or an export file, and nothing here runs
+an agent except `launch`. Nothing else in the package imports this one. See docs/notebook.md.
+"""
+
+from cyber_agent.notebook.bridge import in_notebook, run_sync
+from cyber_agent.notebook.budgets import (
+    budget_frame,
+    plot_budget,
+    plot_usage_by_agent,
+    plot_usage_over_time,
+    usage_by_agent,
+    usage_over_time,
+)
+from cyber_agent.notebook.export import EXPORT_FORMAT, EXPORT_VERSION, aexport_traces, export_traces, load_export
+from cyber_agent.notebook.frames import SCHEMAS, TraceFrames, ato_frames, to_frames
+from cyber_agent.notebook.launch import RunHandle, launch, run_config
+from cyber_agent.notebook.progress import ProgressSnapshot
+from cyber_agent.notebook.records import TraceRecord, read_records
+from cyber_agent.notebook.stepper import ReportStepper
+from cyber_agent.notebook.store_view import ReadOnlyTraceStore
+from cyber_agent.notebook.trees import (
+    draw_goal_tree,
+    draw_trace_tree,
+    draw_tree,
+    goal_graph,
+    tidy_tree_layout,
+    trace_graph,
+)
+
+__all__ = [
+    "EXPORT_FORMAT",
+    "EXPORT_VERSION",
+    "SCHEMAS",
+    "ProgressSnapshot",
+    "ReadOnlyTraceStore",
+    "ReportStepper",
+    "RunHandle",
+    "TraceFrames",
+    "TraceRecord",
+    "aexport_traces",
+    "ato_frames",
+    "budget_frame",
+    "draw_goal_tree",
+    "draw_trace_tree",
+    "draw_tree",
+    "export_traces",
+    "goal_graph",
+    "in_notebook",
+    "launch",
+    "load_export",
+    "plot_budget",
+    "plot_usage_by_agent",
+    "plot_usage_over_time",
+    "read_records",
+    "run_config",
+    "run_sync",
+    "tidy_tree_layout",
+    "to_frames",
+    "trace_graph",
+    "usage_by_agent",
+    "usage_over_time",
+]

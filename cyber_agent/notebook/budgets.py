@@ -9,6 +9,7 @@ break usage down per trace and over time. Charts return `matplotlib.figure.Figur
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -78,13 +79,22 @@ def _recorded_usage(record: dict[str, Any], running: bool, now: datetime) -> dic
     }
 
 
-def budget_frame(source: StoreSource | TraceFrames, root_trace_id: str, *, now: datetime | None = None) -> pd.DataFrame:
-    """One row per A10 resource of the tree: used, limit, remaining, percent, unit, refusal."""
+def budget_frame(
+    source: StoreSource | TraceFrames, root_trace_id: str, *, limits: Mapping[str, Any] | None = None,
+    now: datetime | None = None,
+) -> pd.DataFrame:
+    """One row per A10 resource of the tree: used, limit, remaining, percent, unit, refusal.
+
+    `limits` (keys of `context["resource_budget"]`, e.g. `ResourceBudget().model_dump()`) replaces
+    the tree's own limits: "what would this legacy run use of a recursive budget?".
+    """
     frames = _tree(source, root_trace_id)
     now = now or datetime.now(timezone.utc)
     root = frames.traces.iloc[0]
     context = root["context"] or {}
     budget = context.get("resource_budget") if isinstance(context.get("resource_budget"), dict) else None
+    if limits is not None:
+        budget = {**(budget or {}), **dict(limits)}
     record = root["resource_usage"] if isinstance(root["resource_usage"], dict) else None
     if record is not None:
         used, source_name = _recorded_usage(record, root["status"] == "running", now), "resource_usage"
@@ -107,7 +117,8 @@ def budget_frame(source: StoreSource | TraceFrames, root_trace_id: str, *, now: 
     }).set_index("resource")
     frame.attrs.update({
         "root_trace_id": root_trace_id, "mode": context.get("agent_mode") or "legacy", "usage_source": source_name,
-        "enforced": bool(budget.get("enabled", True)) if budget else False,
+        "enforced": bool(budget.get("enabled", True)) and limits is None if budget else False,
+        "limits_source": "given" if limits is not None else "tree" if budget else None,
         "reserved_final_calls": budget.get("reserved_final_calls") if budget else None,
         "refusals": int((record or {}).get("refusals", 0)),
     })
@@ -143,42 +154,54 @@ def _fmt(value: float, unit: str) -> str:
     if np.isnan(value):
         return "—"
     if unit == "USD":
-        return f"${value:,.4f}"
+        return f"\\${value:,.4f}"  # escaped: a bare $ starts matplotlib mathtext
     if unit == "s":
         return f"{value:,.1f} s"
     return f"{value:,.0f}"
 
 
 def plot_budget(source: StoreSource | TraceFrames | pd.DataFrame, root_trace_id: str | None = None) -> Figure:
-    """Bar per resource: used against its limit (a dashed line), or used alone when the tree has no limit."""
+    """One bar per resource as a percentage of its limit; resources without a limit show their usage as text."""
     frame = source if isinstance(source, pd.DataFrame) else budget_frame(source, _need(root_trace_id))
-    fig = Figure(figsize=(8.0, 0.55 * len(frame) + 1.1))
-    axes = fig.subplots(len(frame), 1, squeeze=False)[:, 0]
-    fig.subplots_adjust(left=0.27, right=0.97, top=1 - 0.6 / fig.get_figheight(), bottom=0.15 / fig.get_figheight(), hspace=0.9)
-    mode = frame.attrs.get("mode", "legacy")
-    limited = frame["limit"].notna().any()
-    fig.suptitle(
-        f"Tree budget ({mode}) — " + ("used vs limit" if limited else "usage; legacy runs have no limits"),
-        x=0.02, ha="left", fontsize=10,
-    )
-    for ax, (resource, row) in zip(axes, frame.iterrows()):
-        limit, used = row["limit"], row["used"]
-        scale = max(limit if not np.isnan(limit) else 0.0, used, 1e-9)
-        over = not np.isnan(limit) and used >= limit
-        ax.barh([0], [used], color="#d62728" if over else "#1f77b4", height=0.6)
-        if not np.isnan(limit):
-            ax.axvline(limit, color="#333333", ls="--", lw=1)
-            text = f"{_fmt(used, row['unit'])} of {_fmt(limit, row['unit'])} ({row['percent']:.0f}%)"
+    fig = Figure(figsize=(8.0, 0.42 * len(frame) + 1.0))
+    ax = fig.add_subplot()
+    fig.subplots_adjust(left=0.25, right=0.97, top=1 - 0.55 / fig.get_figheight(), bottom=0.45 / fig.get_figheight())
+    y = np.arange(len(frame))
+    percent = frame["percent"].to_numpy(dtype="float64")
+    limited = ~np.isnan(percent)
+    shown = np.where(limited, np.minimum(np.nan_to_num(percent), 110.0), 0.0)
+    colors = ["#d62728" if p >= 100 else "#ff7f0e" if p >= 80 else "#1f77b4" for p in np.nan_to_num(percent)]
+    ax.barh(y[~limited], 100.0, color="#eeeeee", hatch="//", edgecolor="#cccccc", linewidth=0)
+    ax.barh(y[limited], shown[limited], color=[c for c, keep in zip(colors, limited) if keep])
+    if limited.any():
+        ax.axvline(100.0, color="#333333", ls="--", lw=1)
+    for yi, (_, row), has_limit, end in zip(y, frame.iterrows(), limited, shown):
+        if has_limit:
+            pct = row["percent"]
+            text = f"{_fmt(row['used'], row['unit'])} of {_fmt(row['limit'], row['unit'])} ({pct:.1f}%)" if pct < 10 else (
+                f"{_fmt(row['used'], row['unit'])} of {_fmt(row['limit'], row['unit'])} ({pct:.0f}%)")
         else:
-            text = f"{_fmt(used, row['unit'])} (no limit)"
+            text = f"{_fmt(row['used'], row['unit'])} {row['unit'] if row['unit'] not in ('USD', 's') else ''} used · no limit".replace("  ", " ")
         if isinstance(row["refusal"], str):
-            text += f" — refused: {row['refusal']}"
-        ax.set_xlim(0, scale * 1.05)
-        ax.set_yticks([0], [str(resource).replace("_", " ")], fontsize=9)
-        ax.tick_params(axis="x", labelsize=7)
-        ax.set_title(text, fontsize=8, loc="left", pad=2)
-        for side in ("top", "right"):
-            ax.spines[side].set_visible(False)
+            text += " · refused"
+        ax.text(end + 1.5 if has_limit else 1.5, yi, text, va="center", fontsize=8, zorder=3)
+    ax.set_yticks(y, [str(r).replace("_", " ") for r in frame.index], fontsize=9)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 112)
+    ax.tick_params(axis="x", labelsize=7)
+    for side in ("top", "right") if limited.any() else ("top", "right", "bottom"):
+        ax.spines[side].set_visible(False)
+    if limited.any():
+        ax.set_xlabel("% of limit", fontsize=8)
+    else:
+        ax.set_xticks([])
+    mode = frame.attrs.get("mode", "legacy")
+    headline = "used vs limit" if limited.any() else "usage only: legacy runs have no limits"
+    if frame.attrs.get("limits_source") == "given":
+        headline = "what-if: usage vs the given limits"
+    elif limited.any() and not frame.attrs.get("enforced", True):
+        headline += " (limits not enforced)"
+    ax.set_title(f"Tree budget ({mode}) — {headline}", fontsize=10, loc="left")
     return fig
 
 

@@ -126,7 +126,8 @@ def goal_graph(source: StoreSource | TraceFrames, trace_id: str, *, sub_traces: 
                         meta = traces.loc[child]
                         graph.add_node(
                             child, kind="trace", role="trace", status=meta["status"], trace_id=child,
-                            label=f"{meta['label']} ({meta['role']})", depth=int(row.depth) + 1,
+                            label=meta["label"] if str(meta["label"]).startswith(str(meta["role"])) else f"{meta['label']} ({meta['role']})",
+                            depth=int(row.depth) + 1,
                             tokens=int(meta["total_tokens"]), cost=float(meta["total_cost"]),
                         )
                         graph.add_edge(node, child)

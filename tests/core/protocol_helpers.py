@@ -260,3 +260,35 @@ def protocol(trace: Trace) -> dict[str, Any]:
 async def run_root(runner: AgentRunner, config: RunConfig | None = None, task: str = ROOT_TASK):
     """Run a new recursive root to the end."""
     return await runner.run_result([{"role": "user", "content": task}], config or recursive_config())
+
+
+ROOT_ID = "00000000-0000-4000-8000-0000000000aa"
+"""A fixed root id, so a script can name the root's messages (`{ROOT_ID}-0005`)."""
+
+
+def rooted(**overrides: Any) -> RunConfig:
+    """recursive_config with the fixed ROOT_ID."""
+    anchor = overrides.pop("anchor", None)
+    return recursive_config(anchor, new_trace_id=ROOT_ID, **overrides)
+
+
+def pending_block(messages: Messages, child_id: str) -> str:
+    """The latest outcome text of `child_id` shown to its parent (report + validation)."""
+    for content in reversed(tool_results(messages)):
+        start = content.find(f"Child {child_id} [")
+        if start >= 0:
+            end = content.find("\n\nChild ", start + 1)
+            return content[start:] if end < 0 else content[start:end]
+    raise AssertionError(f"no outcome of {child_id} in the history")
+
+
+async def goal_statuses(store: TraceStore, trace_id: str, goal_id: str = "1") -> list[str]:
+    """Statuses a goal went through, from its `goal_updated` events."""
+    events = await store.get_events(trace_id)
+    return [e.payload["patch"]["status"] for e in events
+            if e.type == "goal_updated" and e.payload["goal_id"] == goal_id and "status" in e.payload["patch"]]
+
+
+async def pending_of(turn: Turn) -> list[str]:
+    """The pending reviews of the turn's own trace."""
+    return protocol(await turn.trace()).get("pending_reviews", [])

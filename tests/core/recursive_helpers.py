@@ -1,10 +1,12 @@
 """Shared helpers of the recursive-mode tests: a role-aware fake model and run shortcuts.
 
 `TreeModel` answers every agent of a task tree from one function, telling the roles apart by
-the tools it is offered (the runner's own tool rights decide that): `submit_validation` →
-a validator (passes every criterion), `review_task` → a parent with reports to review
-(accepts the oldest pending one), otherwise an agent identified by the objective of its brief
-(or the root anchor) that plays its queued steps, then reports (children) or answers (root).
+the tools it is offered (the runner's own tool rights decide that):
+- `submit_validation` offered → a validator: it passes every criterion;
+- `review_task` offered → a parent with reports to review: it plays its `objective + REVIEW_TURN`
+  steps, then accepts the oldest pending report;
+- otherwise an agent identified by the objective of its brief (or the root anchor, or its
+  legacy task): it plays its queued steps, then reports (children) or answers (root).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ ANCHOR = {"objective": ROOT, "completion_criteria": ["the answer is given"]}
 TASK = [{"role": "user", "content": ROOT}]
 VALIDATOR = "validator"
 """Key TreeModel files every validator call under."""
+REVIEW_TURN = " [review]"
+"""Plan key suffix: steps an objective plays in turns where it has reports to review."""
 
 AGENT_ENV = (
     "AGENT_MODE", "AGENT_RECURSION_ENABLED", *BUDGET_ENV, "AGENT_VALIDATOR_MODEL", "AGENT_ROOT_VALIDATOR_MODEL",
@@ -139,6 +143,16 @@ def pending_children(messages: list[dict[str, Any]]) -> list[str]:
     return list(pending)
 
 
+def reported_children(messages: list[dict[str, Any]]) -> list[str]:
+    """Every child id reported in tool results, in first-seen order."""
+    seen: dict[str, None] = {}
+    for message in messages:
+        if message.get("role") == "tool":
+            for child in re.findall(r"^Child (\S+) \[", str(message.get("content") or ""), re.M):
+                seen[child] = None
+    return list(seen)
+
+
 def last_tool_result(messages: list[dict[str, Any]]) -> str:
     """Content of the most recent tool message."""
     return next(str(m["content"]) for m in reversed(messages) if m.get("role") == "tool")
@@ -205,19 +219,25 @@ class TreeModel:
                         for i in range(1, _criteria_count(messages) + 1)]
             return call("submit_validation", verdicts=verdicts, summary="all criteria met")
         if "review_task" in names:
+            forced = self.plan.get(key + REVIEW_TURN)
+            if forced:
+                return await self._play(forced.pop(0), messages, names)
             pending = pending_children(messages)
             if pending:
                 return call("review_task", child_trace_id=pending[0], decision="accept")
         queue = self.plan.get(key)
         if queue:
-            step = queue.pop(0)
-            if isinstance(step, LLMResponse):
-                return step
-            result = step(messages, names)
-            return await result if inspect.isawaitable(result) else result
+            return await self._play(queue.pop(0), messages, names)
         if "submit_report" in names:
             return report(f"report of {key}")
         return LLMResponse(content=f"final answer of {key}")
+
+    @staticmethod
+    async def _play(step: Step, messages: list[dict[str, Any]], names: set[str]) -> LLMResponse:
+        if isinstance(step, LLMResponse):
+            return step
+        result = step(messages, names)
+        return await result if inspect.isawaitable(result) else result
 
 
 async def all_traces(store: TraceStore) -> list[Trace]:

@@ -1,0 +1,178 @@
+"""Human tool approvals (SPEC T8).
+
+If any call of a model turn needs confirmation, the whole batch waits: the trace enters
+`waiting_confirmation`, nothing in the batch runs, and the batch is persisted in the trace's
+`tool_approvals.json`. A reviewer decides every call at once (approve / reject; edits only to
+the tool's declared `editable_params`). Continuing the trace then executes the decided batch
+from the persisted assistant tool calls. A batch is marked `executing` before its first call
+runs; a process that dies after that leaves `executing`, which recovery turns into
+`execution_unknown` and a failed trace — it is never retried automatically.
+
+    pending ──decide──▶ decided ──run──▶ executing ──▶ done
+       └──stop──▶ cancelled            (crash) └──recover──▶ execution_unknown
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from cyber_agent.errors import ConflictError, InvalidUpdateError, NotFoundError
+from cyber_agent.llm.types import ToolCall
+from cyber_agent.tools.registry import ToolRegistry
+from cyber_agent.trace.models import utc_now
+from cyber_agent.trace.protocols import TraceStore
+
+__all__ = [
+    "ApprovalBatch",
+    "CallDecision",
+    "PendingCall",
+    "cancel_batch",
+    "current_batch",
+    "decide_batch",
+    "open_batch",
+    "recover_approvals",
+    "save_batch",
+]
+
+BatchStatus = Literal["pending", "decided", "executing", "done", "cancelled", "execution_unknown"]
+
+
+class PendingCall(BaseModel):
+    """One tool call of a batch, with the reviewer's decision once made."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    requires_confirmation: bool = False
+    editable_params: list[str] = Field(default_factory=list)
+    decision: Literal["approve", "reject"] | None = None
+    edited_arguments: dict[str, Any] = Field(default_factory=dict)
+    feedback: str = ""
+
+
+class ApprovalBatch(BaseModel):
+    """The tool calls of one assistant turn waiting for (or past) a human decision."""
+
+    batch_id: str
+    trace_id: str
+    assistant_message_id: str
+    status: BatchStatus = "pending"
+    calls: list[PendingCall]
+    created_at: datetime = Field(default_factory=utc_now)
+    decided_at: datetime | None = None
+    note: str = ""
+
+
+class CallDecision(BaseModel):
+    """A reviewer's decision on one call (API body item)."""
+
+    call_id: str
+    decision: Literal["approve", "reject"]
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    """Edited values; only the tool's editable_params may appear."""
+    feedback: str = ""
+
+
+async def _load(store: TraceStore, trace_id: str) -> list[ApprovalBatch]:
+    state = await store.get_tool_approvals(trace_id) or {}
+    try:
+        return [ApprovalBatch.model_validate(b) for b in state.get("batches", [])]
+    except ValidationError as exc:
+        from cyber_agent.errors import CorruptRecordError
+
+        raise CorruptRecordError(f"{trace_id}/tool_approvals.json", f"invalid approval batch: {exc.errors()[0]['msg']}") from None
+
+
+async def save_batch(store: TraceStore, batch: ApprovalBatch) -> None:
+    """Persist a batch (replacing the one with the same id)."""
+    batches = [b for b in await _load(store, batch.trace_id) if b.batch_id != batch.batch_id]
+    batches.append(batch)
+    await store.replace_tool_approvals(batch.trace_id, {"batches": [b.model_dump(mode="json") for b in batches]})
+
+
+async def current_batch(store: TraceStore, trace_id: str) -> ApprovalBatch | None:
+    """The latest batch of the trace, if any."""
+    batches = await _load(store, trace_id)
+    return batches[-1] if batches else None
+
+
+async def open_batch(store: TraceStore, registry: ToolRegistry, trace_id: str, assistant_message_id: str,
+                     calls: list[ToolCall]) -> ApprovalBatch:
+    """Persist a pending batch for the calls of one assistant turn and move the trace to waiting_confirmation."""
+    pending = []
+    for call in calls:
+        spec = registry.get(call.name)
+        pending.append(PendingCall(
+            call_id=call.id, name=call.name, arguments=call.arguments,
+            requires_confirmation=bool(spec and spec.requires_confirmation),
+            editable_params=list(spec.editable_params) if spec else [],
+        ))
+    batch = ApprovalBatch(batch_id=uuid.uuid4().hex[:12], trace_id=trace_id, assistant_message_id=assistant_message_id, calls=pending)
+    await save_batch(store, batch)
+    await store.update_trace(trace_id, status="waiting_confirmation")
+    await store.append_event(trace_id, "tool_approval_requested", {"batch": batch.model_dump(mode="json")})
+    return batch
+
+
+async def decide_batch(store: TraceStore, trace_id: str, batch_id: str, decisions: list[CallDecision]) -> ApprovalBatch:
+    """Record decisions for every call of a pending batch at once."""
+    batches = await _load(store, trace_id)
+    batch = next((b for b in batches if b.batch_id == batch_id), None)
+    if batch is None:
+        raise NotFoundError(f"approval batch {batch_id!r} not found in trace {trace_id!r}")
+    if batch.status != "pending":
+        raise ConflictError(f"approval batch {batch_id!r} is {batch.status}, not pending; it was already decided")
+    by_id = {d.call_id: d for d in decisions}
+    if len(by_id) != len(decisions):
+        raise InvalidUpdateError("each call may be decided once; duplicate call_id in decisions")
+    expected = {c.call_id for c in batch.calls}
+    if set(by_id) != expected:
+        raise InvalidUpdateError(
+            f"decide every call of the batch at once: expected {sorted(expected)}, got {sorted(by_id)}"
+        )
+    for call in batch.calls:
+        decision = by_id[call.call_id]
+        illegal = set(decision.arguments) - set(call.editable_params)
+        if illegal:
+            raise InvalidUpdateError(
+                f"call {call.call_id} ({call.name}): {sorted(illegal)} cannot be edited; editable: {call.editable_params or 'none'}"
+            )
+        call.decision = decision.decision
+        call.edited_arguments = dict(decision.arguments)
+        call.feedback = decision.feedback
+    batch.status = "decided"
+    batch.decided_at = utc_now()
+    await save_batch(store, batch)
+    await store.append_event(trace_id, "tool_approval_decided", {"batch": batch.model_dump(mode="json")})
+    return batch
+
+
+async def cancel_batch(store: TraceStore, trace_id: str, reason: str = "stopped") -> ApprovalBatch | None:
+    """Cancel a pending or decided batch (a stop); return it, or None when nothing was open."""
+    batch = await current_batch(store, trace_id)
+    if batch is None or batch.status not in ("pending", "decided"):
+        return None
+    batch.status = "cancelled"
+    batch.note = reason
+    await save_batch(store, batch)
+    return batch
+
+
+async def recover_approvals(store: TraceStore) -> dict[str, str]:
+    """After a restart: fail closed on batches whose execution had started; report every open batch's state."""
+    states: dict[str, str] = {}
+    for trace in await store.list_traces(limit=None):
+        batch = await current_batch(store, trace.trace_id)
+        if batch is None or batch.status in ("done", "cancelled"):
+            continue
+        if batch.status == "executing":
+            batch.status = "execution_unknown"
+            batch.note = "the process stopped while this batch was executing; its side effects are unknown"
+            await save_batch(store, batch)
+            await store.update_trace(trace.trace_id, status="failed", error_message=batch.note)
+        states[trace.trace_id] = batch.status
+    return states

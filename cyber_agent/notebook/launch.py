@@ -1,0 +1,273 @@
+"""Launch legacy or recursive runs from a notebook or a script and watch them (SPEC J1).
+
+    handle = await launch(TASK, mode="legacy", model="demo", store=".trace")   # in a cell
+    result = await handle.result()                                            # later cell
+    handle = run_sync(launch(TASK))                                           # plain script
+    result = handle.wait()
+
+The run executes on the toolkit's background loop (see `bridge.py`): the cell returns at once,
+the kernel's loop stays free for widgets, `handle.wait()` works from sync code, and the run
+outlives the cell or `asyncio.run` that started it. Progress is shown live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from cyber_agent.core.config import RunConfig
+from cyber_agent.core.runner import AgentRunner, RunResult
+from cyber_agent.errors import ConfigurationError, CyberAgentError, RunError
+from cyber_agent.llm.types import LLMCall
+from cyber_agent.notebook.bridge import background_loop, in_background_thread
+from cyber_agent.notebook.display import RichDisplay, html_table
+from cyber_agent.notebook.progress import ProgressSnapshot, ProgressTracker, ProgressView, make_view
+from cyber_agent.notebook.records import read_records
+from cyber_agent.tools.registry import ToolRegistry
+from cyber_agent.trace.memory_store import InMemoryTraceStore
+from cyber_agent.trace.models import Trace
+from cyber_agent.trace.protocols import TraceStore
+from cyber_agent.trace.store import FileSystemTraceStore
+
+__all__ = ["Mode", "RunHandle", "launch", "run_config"]
+
+Mode = Literal["legacy", "recursive"]
+
+
+def run_config(
+    *, mode: Mode = "legacy", model: str = "demo", workspace: str | os.PathLike[str] | None = None,
+    max_iterations: int = 30, **fields: Any,
+) -> RunConfig:
+    """Build the RunConfig of a launch; `mode` goes to `RunConfig.agent_mode` when this version has it."""
+    if mode not in ("legacy", "recursive"):
+        raise ConfigurationError("mode", f"must be 'legacy' or 'recursive', got {mode!r}")
+    if "agent_mode" in fields:
+        raise ConfigurationError("agent_mode", "pass mode='legacy' or mode='recursive' to launch() instead")
+    values: dict[str, Any] = {"model": model, "max_iterations": max_iterations, **fields}
+    if workspace is not None:
+        values["workspace"] = str(Path(workspace).resolve())
+    # Checked at call time: the recursive half of the runner adds the field.
+    if "agent_mode" in RunConfig.model_fields:
+        values["agent_mode"] = mode
+    elif mode == "recursive":
+        raise ConfigurationError("mode", "recursive mode is not available in this version of cyber_agent; use mode='legacy'")
+    return RunConfig(**values)
+
+
+def _store(store: TraceStore | str | os.PathLike[str] | None) -> TraceStore:
+    if store is None:
+        return InMemoryTraceStore()
+    if isinstance(store, (str, os.PathLike)):
+        return FileSystemTraceStore(store)
+    return store
+
+
+class RunHandle(RichDisplay):
+    """A run in progress on the background loop: its trace id, live progress, stop and result."""
+
+    def __init__(
+        self, *, runner: AgentRunner, config: RunConfig, messages: list[dict[str, Any]], view: ProgressView,
+        poll_interval: float = 0.5,
+    ) -> None:
+        self.runner = runner
+        """The runner executing the run (one per launch)."""
+        self.store: TraceStore = runner.trace_store
+        """Where the run's traces are persisted."""
+        self.config = config
+        """The run's configuration."""
+        self._messages = messages
+        self._view = view
+        self._poll_interval = poll_interval
+        self._tracker = ProgressTracker()
+        self._snapshot = self._tracker.snapshot()
+        self._started: concurrent.futures.Future[str] = concurrent.futures.Future()
+        self._loop = background_loop()
+        self.poll_errors: list[str] = []
+        """Store errors met while polling for progress (progress never breaks the run)."""
+        self._future: concurrent.futures.Future[RunResult] = asyncio.run_coroutine_threadsafe(self._drive(), self._loop)
+
+    # ---- state --------------------------------------------------------------------------
+    @property
+    def trace_id(self) -> str | None:
+        """Root trace id (None until the run created it)."""
+        return self._started.result() if self._started.done() and not self._started.exception() else None
+
+    @property
+    def done(self) -> bool:
+        """True once the run ended (completed, failed, stopped or raised)."""
+        return self._future.done()
+
+    @property
+    def progress(self) -> ProgressSnapshot:
+        """The latest progress snapshot."""
+        return self._snapshot
+
+    @property
+    def status(self) -> str:
+        """The root's status as last seen."""
+        return self._snapshot.status
+
+    # ---- control ------------------------------------------------------------------------
+    def stop(self, reason: str = "stopped from the notebook") -> list[str]:
+        """Ask the run to stop (`AgentRunner.stop`); return the trace ids flagged."""
+        trace_id = self.trace_id
+        if trace_id is None:
+            raise RunError("the run has not created its trace yet; await launch(...) before stopping it")
+        if in_background_thread():
+            return self.runner.stop(trace_id, reason)
+
+        async def request() -> list[str]:
+            return self.runner.stop(trace_id, reason)
+
+        return asyncio.run_coroutine_threadsafe(request(), self._loop).result(timeout=30)
+
+    async def result(self) -> RunResult:
+        """Wait for the end of the run and return its RunResult."""
+        return await asyncio.wrap_future(self._future)
+
+    def wait(self, timeout: float | None = None) -> RunResult:
+        """Block until the run ends and return its RunResult; interrupting stops the run."""
+        if in_background_thread():
+            raise RuntimeError("wait() on the background loop would block the run itself; use `await handle.result()`")
+        try:
+            return self._future.result(timeout)
+        except KeyboardInterrupt:
+            if self.trace_id is not None and not self.done:
+                self.stop("interrupted while waiting")
+            raise
+
+    # ---- the run, on the background loop --------------------------------------------------
+    async def _drive(self) -> RunResult:
+        trace: Trace | None = None
+        new = []
+        error: BaseException | None = None
+        finished = asyncio.Event()
+
+        async def consume() -> None:
+            nonlocal trace, error
+            try:
+                async for event in self.runner.run(self._messages, self.config):
+                    if isinstance(event, Trace):
+                        trace = event
+                        self._tracker.observe_trace(event)
+                    else:
+                        new.append(event)
+                        self._tracker.observe_message(event)
+                    self._show()
+                    if trace is not None and not self._started.done():
+                        self._started.set_result(trace.trace_id)
+            except Exception as exc:  # re-raised below, after polling stopped
+                error = exc
+            finally:
+                finished.set()
+
+        async def poll() -> None:
+            while not finished.is_set():
+                try:
+                    await asyncio.wait_for(finished.wait(), self._poll_interval)
+                except TimeoutError:
+                    await self._poll(final=False)
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(consume())
+                group.create_task(poll())
+            if error is None and trace is None:
+                error = RunError("the run ended without creating a trace")
+            if error is not None:
+                raise error
+            await self._poll(final=True)
+            assert trace is not None
+            return RunResult(trace=trace, answer=trace.result_summary if trace.status == "completed" else None, messages=new)
+        except BaseException as exc:
+            if not self._started.done():
+                self._started.set_exception(exc)
+            raise
+        finally:
+            self._snapshot = self._tracker.snapshot()
+            try:
+                self._view.close(self._snapshot)
+            except Exception as exc:  # a broken display must never hide the run's outcome
+                self.poll_errors.append(f"progress view: {exc}")
+
+    async def _poll(self, *, final: bool) -> None:
+        root = self._tracker.root_trace_id
+        if root is None:
+            return
+        try:
+            ids = list(self.runner.running())
+            if final:
+                ids += [r.trace_id for r in await read_records(self.store, [root], messages=False, events=False)]
+            await self._tracker.poll(self.store, ids)
+        except (CyberAgentError, OSError) as exc:
+            self.poll_errors.append(str(exc))
+        self._show()
+
+    def _show(self) -> None:
+        self._snapshot = self._tracker.snapshot()
+        try:
+            self._view.update(self._snapshot)
+        except Exception as exc:  # a broken display must never break the run
+            self.poll_errors.append(f"progress view: {exc}")
+
+    # ---- display ------------------------------------------------------------------------
+    def _answer(self) -> str | None:
+        if not self._future.done() or self._future.cancelled() or self._future.exception() is not None:
+            return None
+        return self._future.result().answer
+
+    def __repr__(self) -> str:
+        p = self._snapshot
+        return (f"RunHandle(trace_id={self.trace_id!r}, status={p.status!r}, agents={p.agents}, "
+                f"llm_calls={p.llm_calls}, tokens={p.tokens})")
+
+    def to_text(self) -> str:
+        """Trace id, progress line and (when done) the answer."""
+        lines = [f"RunHandle {self.trace_id or '(starting)'} on {type(self.store).__name__}", "  " + self._snapshot.to_text()]
+        answer = self._answer()
+        if answer is not None:
+            lines.append("  answer: " + answer.replace("\n", "\n          "))
+        elif self.done and self._future.exception() is not None:
+            lines.append(f"  error: {self._future.exception()}")
+        return "\n".join(lines)
+
+    def to_html(self) -> str:
+        """The progress table, plus the answer when done."""
+        rows = [["trace", self.trace_id or "(starting)"], ["store", type(self.store).__name__]]
+        answer = self._answer()
+        if answer is not None:
+            rows.append(["answer", answer])
+        return self._snapshot.to_html() + html_table(rows)
+
+
+async def launch(
+    task: str | Sequence[dict[str, Any]],
+    *,
+    mode: Mode = "legacy",
+    model: str = "demo",
+    store: TraceStore | str | os.PathLike[str] | None = None,
+    workspace: str | os.PathLike[str] | None = None,
+    max_iterations: int = 30,
+    progress: bool | None = None,
+    llm_call: LLMCall | None = None,
+    tool_registry: ToolRegistry | None = None,
+    poll_interval: float = 0.5,
+    **run_config_fields: Any,
+) -> RunHandle:
+    """Start a run on the background loop and return its handle once its root trace exists.
+
+    `store`: a TraceStore, a directory for a FileSystemTraceStore, or None for an in-memory
+    store. `progress`: None/True shows live progress (a widget in a kernel, text lines
+    elsewhere), False shows nothing. Other keyword arguments are RunConfig fields.
+    """
+    config = run_config(mode=mode, model=model, workspace=workspace, max_iterations=max_iterations, **run_config_fields)
+    messages = [{"role": "user", "content": task}] if isinstance(task, str) else [dict(m) for m in task]
+    runner = AgentRunner(trace_store=_store(store), llm_call=llm_call, tool_registry=tool_registry)
+    # The view is created here, in the caller's context, so a widget is displayed in the caller's cell.
+    handle = RunHandle(runner=runner, config=config, messages=messages, view=make_view(progress), poll_interval=poll_interval)
+    await asyncio.wrap_future(handle._started)
+    return handle

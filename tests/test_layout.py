@@ -1,0 +1,76 @@
+"""The import direction of the house style: llm is the lowest leaf, trace never imports core,
+tools depend on trace and llm, nothing imports notebook."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "cyber_agent"
+# The runner's own tools start children and validators, so they may reach into core/.
+TOOLS_ALLOWED_TO_USE_CORE = {"subagent.py", "protocol_tools.py", "web_tools.py", "self_heal.py"}
+
+
+def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
+    """All nodes except those under `if TYPE_CHECKING:` (type-only imports create no dependency)."""
+    out: list[ast.AST] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            stack.extend(node.orelse)
+            continue
+        out.append(node)
+        stack.extend(ast.iter_child_nodes(node))
+    return out
+
+
+def imports_of(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return {n for n in names if n.startswith("cyber_agent")}
+
+
+def modules(sub: str) -> list[Path]:
+    return sorted((PACKAGE / sub).rglob("*.py"))
+
+
+def test_trace_never_imports_core_tools_or_notebook():
+    for path in modules("trace"):
+        if path.name in ("api.py", "run_api.py", "websocket.py") or path.parent.name == "server":
+            continue  # the API sits on top and composes the runner
+        bad = {n for n in imports_of(path) if n.startswith(("cyber_agent.core", "cyber_agent.tools", "cyber_agent.notebook"))}
+        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_llm_imports_only_errors_and_itself():
+    for path in modules("llm"):
+        bad = {n for n in imports_of(path) if not (n == "cyber_agent.errors" or n.startswith("cyber_agent.llm"))}
+        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_tools_do_not_import_core_except_the_runner_tools():
+    for path in modules("tools"):
+        if path.name in TOOLS_ALLOWED_TO_USE_CORE:
+            continue
+        bad = {n for n in imports_of(path) if n.startswith(("cyber_agent.core", "cyber_agent.notebook"))}
+        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_nothing_imports_notebook():
+    for path in PACKAGE.rglob("*.py"):
+        if "notebook" in path.relative_to(PACKAGE).parts:
+            continue
+        bad = {n for n in imports_of(path) if n.startswith("cyber_agent.notebook")}
+        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_modules_stay_under_the_defect_size():
+    for path in PACKAGE.rglob("*.py"):
+        lines = path.read_text(encoding="utf-8").count("\n")
+        assert lines <= 800, f"{path.relative_to(ROOT)} has {lines} lines; split it by responsibility"

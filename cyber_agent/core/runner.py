@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,10 +19,12 @@ from typing import Any
 from cyber_agent.core.approvals import open_batch
 from cyber_agent.core.config import RunConfig
 from cyber_agent.core.dispatch import run_tool_call
+from cyber_agent.core.hooks import LoopState, PostTurnHook, ProgressEvent, StopHook, TurnSnapshot
 from cyber_agent.core.protocol_flow import STATE_TOOLS, on_final_text
 from cyber_agent.core.resource_budget import ResourceBudget, ResourceBudgetController
 from cyber_agent.core.stop import StopRegistry
 from cyber_agent.core.tool_rights import runtime_tool_names, tighten_by_state
+from cyber_agent.core.validator_web import VALIDATION_METERED
 from cyber_agent.core.trace_setup import ChildSetup, PreparedRun, effective_config, prepare_run
 from cyber_agent.errors import BudgetExceededError, CyberAgentError, RunError
 from cyber_agent.llm.types import LLMCall, LLMResponse
@@ -58,8 +60,9 @@ def default_registry() -> ToolRegistry:
     from cyber_agent.tools.builtin import builtin_registry
     from cyber_agent.tools.builtin.protocol_tools import register_protocol_tools
     from cyber_agent.tools.builtin.subagent import register_agent_tool
+    from cyber_agent.tools.builtin.web_tools import register_web_tools
 
-    return register_protocol_tools(register_agent_tool(builtin_registry()))
+    return register_web_tools(register_protocol_tools(register_agent_tool(builtin_registry())))
 
 
 class AgentRunner:
@@ -74,6 +77,9 @@ class AgentRunner:
         workspace: str | Path | None = None,
         stop_registry: StopRegistry | None = None,
         validator_llm_call: LLMCall | None = None,
+        stop_hooks: Sequence[StopHook] = (),
+        post_turn_hooks: Sequence[PostTurnHook] = (),
+        on_progress: Callable[[ProgressEvent], None] | None = None,
     ) -> None:
         self.trace_store = trace_store
         self.llm_call = llm_call
@@ -81,8 +87,12 @@ class AgentRunner:
         self.tool_registry = tool_registry if tool_registry is not None else default_registry()
         self.workspace = Path(workspace) if workspace is not None else None
         self.stops = stop_registry or StopRegistry()
+        self.stop_hooks = list(stop_hooks)
+        self.post_turn_hooks = list(post_turn_hooks)
+        self.on_progress = on_progress
         self._budgets: dict[str, ResourceBudgetController] = {}
         self._locks: dict[str, asyncio.Lock] = {}
+        self._fences: dict[str, str] = {}
 
     # ---- public API ---------------------------------------------------------------------
     async def run(
@@ -97,12 +107,14 @@ class AgentRunner:
         prepared = await prepare_run(self, list(messages), config, child)
         trace_id = prepared.trace.trace_id
         self.stops.register(trace_id, parent_id=prepared.trace.parent_trace_id, propagate=prepared.policy.propagate_stop)
+        started = time.perf_counter()
         try:
             yield prepared.trace
             for message in prepared.new_messages:
                 yield message
             async for event in self._loop(prepared, config, llm, model):
                 yield event
+            await self._post_turn(prepared, time.perf_counter() - started)
         except asyncio.CancelledError:
             await self._finish(prepared, "stopped", error="run cancelled")
             raise
@@ -139,6 +151,43 @@ class AgentRunner:
     def register_recursive_child(self, trace_id: str, parent_id: str, *, queued: bool = True) -> None:
         """Register a child before it runs so a stop of any ancestor reaches it (A8)."""
         self.stops.register(trace_id, parent_id=parent_id, propagate=True, queued=queued)
+
+    def interrupt(self, trace_id: str, reason: str = "interrupted") -> str:
+        """Trip the interrupt fence of the tree `trace_id` belongs to (H9): every run of that tree,
+        in either mode, halts at its next provider call, tool execution or child spawn."""
+        root = trace_id.split("@", 1)[0]
+        self._fences[root] = reason
+        return root
+
+    def _halt_reason(self, prepared: PreparedRun) -> str | None:
+        trace_id = prepared.trace.trace_id
+        if self.stops.is_stopped(trace_id):
+            return self.stops.stop_reason(trace_id)
+        fence = self._fences.get(str(prepared.trace.context.get("root_trace_id", trace_id)))
+        return f"interrupt: {fence}" if fence is not None else None
+
+    def _progress(self, kind: str, prepared: PreparedRun, **data: Any) -> None:
+        if self.on_progress is not None:
+            self.on_progress(ProgressEvent(kind=kind, trace_id=prepared.trace.trace_id, iteration=prepared.iterations, data=data))  # type: ignore[arg-type]
+
+    async def _post_turn(self, prepared: PreparedRun, duration_s: float) -> None:
+        if not self.post_turn_hooks:
+            return
+        trace = prepared.trace
+        snapshot = TurnSnapshot(
+            trace_id=trace.trace_id, status=trace.status, answer=trace.result_summary, iterations=prepared.iterations,
+            tool_calls=list(prepared.tool_names), duration_s=duration_s, prompt_tokens=prepared.prompt_tokens,
+            completion_tokens=prepared.completion_tokens, cost_usd=prepared.cost, messages=list(prepared.history),
+        )
+        for hook in self.post_turn_hooks:
+            try:
+                await hook.after_turn(snapshot)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a failing hook never fails the run
+                await self.trace_store.append_event(trace.trace_id, "progress", {
+                    "post_turn_hook": getattr(hook, "name", type(hook).__name__), "error": f"{type(exc).__name__}: {exc}",
+                })
 
     def running(self) -> list[str]:
         """Ids of traces running in this process."""
@@ -225,7 +274,11 @@ class AgentRunner:
         if prepared.budget is not None:
             root_validator = prepared.is_validator and prepared.trace.context.get("validation_scope") == "root"
             await prepared.budget.reserve_llm_call(root_validator=root_validator)
-        raw = await llm(prepared.history, model, schemas, config.temperature)
+        if self.on_progress is not None:
+            raw = await llm(prepared.history, model, schemas, config.temperature,
+                            on_delta=lambda text: self._progress("text_delta", prepared, text=text))
+        else:
+            raw = await llm(prepared.history, model, schemas, config.temperature)
         return LLMResponse.coerce(raw)
 
     async def _loop(self, prepared: PreparedRun, config: RunConfig, llm: LLMCall, model: str) -> AsyncIterator[RunEvent]:
@@ -237,9 +290,11 @@ class AgentRunner:
                 yield message
             schemas = await self._refresh(prepared)
         for _ in range(config.max_iterations):
-            if self.stops.is_stopped(trace_id):
-                yield await self._finish(prepared, "stopped", error=self.stops.stop_reason(trace_id))
+            halt = self._halt_reason(prepared) or self._stop_hook_reason(prepared)
+            if halt is not None:
+                yield await self._finish(prepared, "stopped", error=halt)
                 return
+            self._progress("iteration", prepared)
             started = time.perf_counter()
             try:
                 response = await self._call_model(prepared, llm, model, schemas, config)
@@ -260,15 +315,21 @@ class AgentRunner:
                 branch=prepared.branch,
             )
             yield await self._persist(prepared, assistant)
+            prepared.iterations += 1
+            prepared.prompt_tokens += response.usage.prompt_tokens
+            prepared.completion_tokens += response.usage.completion_tokens
+            prepared.cost += response.cost
+            self._progress("cost", prepared, cost_usd=prepared.cost, tokens=prepared.prompt_tokens + prepared.completion_tokens)
             overrun = None
             if prepared.budget is not None:
                 overrun = await prepared.budget.book_llm_usage(
                     prompt_tokens=response.usage.prompt_tokens, completion_tokens=response.usage.completion_tokens,
                     cost_usd=response.cost,
                 )
-            if self.stops.is_stopped(trace_id):
+            halt = self._halt_reason(prepared)
+            if halt is not None:
                 # The in-flight response is recorded; its tool calls are not executed.
-                yield await self._finish(prepared, "stopped", error=self.stops.stop_reason(trace_id))
+                yield await self._finish(prepared, "stopped", error=halt)
                 return
             if overrun is not None:
                 yield await self._finish(prepared, "failed", error=f"budget exceeded after a response: {overrun}")
@@ -289,11 +350,15 @@ class AgentRunner:
                 yield trace
                 return
             refresh = False
-            async for message in self._execute(prepared, config, [(call, call.arguments, None) for call in response.tool_calls]):
-                yield message
-                if message.tool_name in STATE_TOOLS:
-                    refresh = True
-                    schemas = await self._refresh(prepared)
+            try:
+                async for message in self._execute(prepared, config, [(c, c.arguments, None) for c in response.tool_calls]):
+                    yield message
+                    if message.tool_name in STATE_TOOLS:
+                        refresh = True
+                        schemas = await self._refresh(prepared)
+            except BudgetExceededError as exc:
+                yield await self._finish(prepared, "failed", error=str(exc))
+                return
             if refresh:
                 ended = prepared.trace.context.get("task_protocol", {}).get("ended_by")
                 if ended is not None:
@@ -302,6 +367,15 @@ class AgentRunner:
         yield await self._finish(
             prepared, "stopped", error=f"max_iterations ({config.max_iterations}) reached without a final answer"
         )
+
+    def _stop_hook_reason(self, prepared: PreparedRun) -> str | None:
+        state = LoopState(trace_id=prepared.trace.trace_id, iteration=prepared.iterations, cost_usd=prepared.cost,
+                          tool_calls=len(prepared.tool_names))
+        for hook in self.stop_hooks:
+            reason = hook.check(state)
+            if reason is not None:
+                return f"stop hook {hook.name}: {reason}"
+        return None
 
     def _needs_approval(self, prepared: PreparedRun, calls: list[Any]) -> bool:
         for call in calls:
@@ -316,8 +390,9 @@ class AgentRunner:
         """Run tool calls in order (a rejection reason instead of arguments skips the call), persisting each result."""
         trace_id = prepared.trace.trace_id
         for call, arguments, rejected in calls:
-            if self.stops.is_stopped(trace_id):
+            if self._halt_reason(prepared) is not None:
                 return
+            self._progress("tool_started", prepared, tool=call.name, call_id=call.id)
             if rejected is not None:
                 content, is_error, duration, meta = rejected, True, 0.0, {"rejected": True}
             else:
@@ -333,7 +408,13 @@ class AgentRunner:
                 duration_ms=duration, branch=prepared.branch, metadata={"is_error": is_error, **meta},
             )
             yield await self._persist(prepared, tool_message)
-            if prepared.is_validator and prepared.budget is not None and call.name != "submit_validation":
+            prepared.tool_names.append(call.name)
+            spec = self.tool_registry.get(call.name)
+            for hook in self.stop_hooks:
+                hook.record_tool_call(call.name, bool(spec and spec.side_effects) and rejected is None)
+            self._progress("tool_finished", prepared, tool=call.name, call_id=call.id, is_error=is_error)
+            if (prepared.is_validator and prepared.budget is not None and call.name != "submit_validation"
+                    and not meta.get(VALIDATION_METERED)):
                 await prepared.budget.record_validation_work(tool_calls=1, material_chars=len(content))
 
     async def _resume_batch(self, prepared: PreparedRun, config: RunConfig) -> AsyncIterator[Message]:

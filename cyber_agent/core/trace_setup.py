@@ -56,6 +56,11 @@ class PreparedRun:
     static_allowed: frozenset[str] = frozenset()
     branch: str | None = None
     resume_batch: Any = None
+    iterations: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float = 0.0
+    tool_names: list[str] = field(default_factory=list)
 
     @property
     def mode(self) -> str:

@@ -30,13 +30,16 @@ __all__ = ["render_validation", "run_validation"]
 VALIDATOR_MAX_ITERATIONS = 12
 
 
-def _validation_task(target: Trace, scope: str, criteria: list[str], report: TaskReport | None, answer: str | None) -> str:
+def _validation_task(target: Trace, scope: str, criteria: list[str], report: TaskReport | None, answer: str | None,
+                     web: bool = False) -> str:
     lines = [
         f"# Validation ({scope})",
         f"Target trace: {target.trace_id}",
         "Judge each completion criterion ONLY on persisted evidence: read the target's trajectory with "
         "read_trajectory, artifacts with read_artifact, and source files with read_file. The report or answer "
         "below is the target's own claim, not evidence. When the evidence is insufficient, the verdict is unknown.",
+        *(["Public facts may be checked with web_search and fetch_page; anything they cannot confirm is unknown."]
+          if web else []),
         "",
         "Completion criteria:",
     ]
@@ -68,7 +71,10 @@ async def run_validation(
     models: dict[str, Any] = (root.context if root else {}).get("validator_models", {})
     snapshot_config = (target.context.get("run_config_snapshot") or {}).get("config", {})
     model = models.get("root" if scope == "root" else "criteria") or snapshot_config.get("model", "demo")
-    count = int(protocol_of(target).get("validator_count", 0)) + 1
+    # The caller's copy of the target may predate earlier validations (the root's running copy does):
+    # count from the stored trace so every validator gets a new id.
+    stored = await store.get_trace(target.trace_id)
+    count = int(protocol_of(stored or target).get("validator_count", 0)) + 1
     await update_protocol(store, target.trace_id, validator_count=count)
     validator_id = new_sub_trace_id(target.trace_id, "validator", count)
     config = RunConfig(
@@ -82,7 +88,7 @@ async def run_validation(
     })
     try:
         run = await runner.run_result(
-            [{"role": "user", "content": _validation_task(target, scope, criteria, report, answer)}], config, child=setup,
+            [{"role": "user", "content": _validation_task(target, scope, criteria, report, answer, bool(search.get("enabled")))}], config, child=setup,
         )
         submitted = protocol_of(run.trace).get("validation")
         if submitted:

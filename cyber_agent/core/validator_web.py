@@ -26,7 +26,7 @@ import os
 import re
 import socket
 import zlib
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from typing import Any, Protocol
@@ -36,19 +36,20 @@ import httpx
 from cyber_agent.errors import BudgetExceededError, ConfigurationError, ToolError
 
 __all__ = [
+    "AddressPolicy",
     "CLOUD_METADATA_ADDRESSES",
     "DEFAULT_CONTENT_TYPES",
-    "SERPER_URL",
-    "VALIDATION_METERED",
-    "AddressPolicy",
     "FetchPolicy",
     "FetchedPage",
     "Resolver",
+    "SERPER_URL",
     "SafeFetcher",
     "SearchAdapter",
     "SearchHit",
     "SearchResults",
     "SerperSearch",
+    "UNKNOWN_HINT",
+    "VALIDATION_METERED",
     "ValidationMeter",
     "html_to_text",
     "search_from_setting",
@@ -64,6 +65,7 @@ SERPER_URL = "https://google.serper.dev/search"
 VALIDATION_METERED = "validation_metered"
 """ToolResult metadata key: the tool already booked this call against the tree budget."""
 UNKNOWN_HINT = "judge criteria that need this evidence as unknown"
+"""Appended to refusals so the validator answers `unknown` rather than guessing."""
 
 CLOUD_METADATA_ADDRESSES: frozenset[IPAddress] = frozenset(ipaddress.ip_address(a) for a in (
     "169.254.169.254",  # AWS, GCP, Azure, OpenStack, DigitalOcean
@@ -134,7 +136,11 @@ class SearchAdapter(Protocol):
 
 
 class SerperSearch:
-    """Search through serper.dev (`POST /search` with an `X-API-KEY` header)."""
+    """Search through serper.dev (`POST /search` with an `X-API-KEY` header).
+
+    Serper reports credits, not money: `usd_per_credit` converts them into tree cost (an
+    estimate; set it to your plan's price). Pass `transport=` or `client=` to test offline.
+    """
 
     provider = "serper"
 
@@ -150,7 +156,6 @@ class SerperSearch:
         self._client = client
         self.timeout_seconds = timeout_seconds
         self.usd_per_credit = usd_per_credit
-        """Serper reports credits, not money; this converts them (set it to your plan's price)."""
 
     async def search(self, query: str, *, max_results: int = 5) -> SearchResults:
         """POST the query and parse the organic results."""
@@ -244,7 +249,7 @@ class AddressPolicy:
         """Return why `address` is refused ("a private address", ...), or None when it may be used."""
         ip = ipaddress.ip_address(address.split("%", 1)[0])
         reason = _address_class(ip)
-        if reason is None or "metadata" in reason:
+        if reason is None or CLOUD_METADATA_ADDRESSES & {ip, _embedded_ipv4(ip)}:
             return reason
         return None if any(ip in net for net in self.exempt_networks) else reason
 
@@ -429,7 +434,9 @@ class SafeFetcher:
                 raise ToolError(f"fetch of {url} refused: {host} is {reason}; only public addresses can be fetched")
             return host
         try:
-            addresses = [str(ipaddress.ip_address(a.split("%", 1)[0])) for a in await self._resolver(host, port)]
+            addresses = [str(a).split("%", 1)[0] for a in await self._resolver(host, port)]
+            for address in addresses:
+                ipaddress.ip_address(address)
         except (OSError, ValueError) as exc:
             raise ToolError(f"fetch of {url} refused: cannot resolve {host} ({exc})") from None
         if not addresses:
@@ -459,7 +466,10 @@ class SafeFetcher:
                 raise ToolError(f"fetch of {url} ({host} at {address}) failed: {type(exc).__name__}: {exc}") from None
             try:
                 if response.is_redirect:
-                    return url.join(response.headers["location"])
+                    try:
+                        return url.join(response.headers["location"])
+                    except httpx.InvalidURL as exc:
+                        raise ToolError(f"fetch of {url} failed: invalid redirect location ({exc})") from None
                 if not 200 <= response.status_code < 300:
                     raise ToolError(f"fetch of {url} failed: the server answered HTTP {response.status_code}")
                 media = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
@@ -482,8 +492,11 @@ class SafeFetcher:
             decoder = zlib.decompressobj(zlib.MAX_WBITS | (16 if "gzip" in encoding else 0))
         else:
             raise ToolError(f"fetch of {url} refused: content encoding {encoding!r} is not supported")
+        chunks = response.aiter_raw()
+        if response.is_stream_consumed:  # an in-memory response (MockTransport) is already read and decoded
+            decoder, chunks = None, _once(response.content)
         body = bytearray()
-        async for chunk in response.aiter_raw():
+        async for chunk in chunks:
             room = self.policy.max_bytes - len(body)
             try:
                 data = decoder.decompress(chunk, room + 1) if decoder else chunk
@@ -493,6 +506,10 @@ class SafeFetcher:
             if len(data) > room:
                 return bytes(body), True
         return bytes(body), False
+
+
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    yield data
 
 
 def _is_ip(host: str) -> bool:
@@ -562,5 +579,5 @@ def html_to_text(html: str) -> tuple[str, str]:
     parser.feed(html)
     parser.close()
     lines = (re.sub(r"[ \t\r\f\v\u00a0]+", " ", line).strip() for line in "".join(parser.parts).split("\n"))
-    text = re.sub(r"\n{3,}", "\n\n", "\n".join(lines)).strip()
+    text = re.sub(r"\n{2,}", "\n", "\n".join(lines)).strip()
     return re.sub(r"\s+", " ", "".join(parser.title)).strip(), text

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from cyber_agent.core.agent_mode import MAX_CONTEXT_REFS
-from cyber_agent.core.task_protocol import RootTaskAnchor, TaskBrief
+from cyber_agent.core.task_protocol import MAX_ITEMS, RootTaskAnchor, TaskBrief
 from cyber_agent.errors import ToolArgumentError
 from cyber_agent.trace.models import Trace
 from cyber_agent.trace.protocols import TraceStore
@@ -51,6 +51,12 @@ def normalize_task_brief(raw: Any, *, parent_brief: TaskBrief | None = None, anc
     for item in inherited:
         if item not in constraints:
             constraints.append(item)
+    if len(constraints) > MAX_ITEMS:
+        # The stored brief is read back as a TaskBrief (revisions, grandchildren); it must stay valid.
+        raise ToolArgumentError(
+            f"task_brief.constraints: {len(brief.constraints)} of your own plus {len(constraints) - len(brief.constraints)} "
+            f"inherited hard constraints exceed the limit of {MAX_ITEMS}; drop some of your own (inherited ones always apply)"
+        )
     return brief.model_copy(update={"constraints": constraints})
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from cyber_agent.core.agent_mode import MAX_CHILDREN_PER_PARENT, MAX_RECURSIVE_DEPTH
 from cyber_agent.core.config import RunConfig
 from cyber_agent.core.context_policy import build_child_task_message, grant_context_refs, normalize_task_brief, task_briefs_match
-from cyber_agent.core.protocol_state import protocol_of, report_of, store_report, update_protocol
+from cyber_agent.core.protocol_state import append_validation, protocol_of, report_of, store_report, update_protocol
 from cyber_agent.core.task_protocol import RootTaskAnchor, TaskBrief, TaskReport, ValidationResult
 from cyber_agent.core.tool_rights import child_tool_snapshot
 from cyber_agent.core.trace_setup import ChildSetup
@@ -55,6 +55,7 @@ async def _finish_child(ctx: ToolContext, child_id: str, brief: TaskBrief) -> di
         child = await store_report(store, child_id, report)
     if report.outcome == "failed" and report.submitted_by == "runner":
         validation = ValidationResult(scope="criteria", target_trace_id=child_id, verdict="fail", summary=report.summary)
+        await append_validation(store, child_id, validation)
     else:
         validation = await run_validation(runner, target=child, scope="criteria", criteria=brief.completion_criteria,
                                           report=report, answer=None)

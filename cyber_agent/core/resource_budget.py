@@ -11,6 +11,7 @@ corrupt usage fails closed.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 from collections.abc import Mapping
 from datetime import datetime
@@ -66,8 +67,8 @@ class ResourceBudget(BaseModel):
     def _check(self) -> ResourceBudget:
         for env, (field, _) in BUDGET_ENV.items():
             value = getattr(self, field)
-            if field != "enabled" and not value > 0:
-                raise ConfigurationError(env, f"must be a positive number, got {value!r}")
+            if field != "enabled" and not (value > 0 and math.isfinite(value)):
+                raise ConfigurationError(env, f"must be a positive finite number, got {value!r}")
         if self.reserved_final_calls >= self.max_llm_calls:
             raise ConfigurationError(
                 "AGENT_RESERVED_FINAL_CALLS",
@@ -108,19 +109,32 @@ class ResourceUsage(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    agents: int = 1
-    llm_calls: int = 0
-    root_validator_calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
-    cost_usd: float = 0.0
-    validation_tool_calls: int = 0
-    validation_material_chars: int = 0
+    agents: int = Field(default=1, ge=1)
+    """Root plus local business descendants created (validators excluded)."""
+    llm_calls: int = Field(default=0, ge=0)
+    """Model calls reserved (agents and validators)."""
+    root_validator_calls: int = Field(default=0, ge=0)
+    """Of which by the root validator (may use the reserved final calls)."""
+    prompt_tokens: int = Field(default=0, ge=0)
+    """Input tokens booked."""
+    completion_tokens: int = Field(default=0, ge=0)
+    """Output tokens booked."""
+    total_tokens: int = Field(default=0, ge=0)
+    """Input plus output tokens booked."""
+    cost_usd: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
+    """Model and search cost booked, in USD."""
+    validation_tool_calls: int = Field(default=0, ge=0)
+    """Controlled validator searches and page reads."""
+    validation_material_chars: int = Field(default=0, ge=0)
+    """Characters of material parsed by validators."""
     started_at: datetime = Field(default_factory=utc_now)
+    """When the root's usage was initialised (the duration budget counts from here)."""
     updated_at: datetime = Field(default_factory=utc_now)
+    """Last write."""
     last_refusal: str | None = None
-    refusals: int = 0
+    """Why the budget last refused (or flagged an overrun)."""
+    refusals: int = Field(default=0, ge=0)
+    """How many times the budget refused."""
 
     def elapsed_seconds(self) -> float:
         """Seconds since the usage record was initialised."""
@@ -150,10 +164,17 @@ class ResourceBudgetController:
                 f"resource usage of recursive root {self.root_trace_id!r} is missing; the tree cannot continue "
                 "safely — start a new task"
             )
+        where = f"{self.root_trace_id}/resource_usage.json"
+        # Defaults would silently reset a truncated record to zero usage: every field must be there.
+        missing = sorted(set(ResourceUsage.model_fields) - set(raw))
+        if missing:
+            raise CorruptRecordError(where, f"usage record lacks {', '.join(missing)}; the tree cannot continue safely")
         try:
             return ResourceUsage.model_validate(raw)
         except ValidationError as exc:
-            raise CorruptRecordError(f"{self.root_trace_id}/resource_usage.json", f"invalid usage record: {exc.errors()[0]['msg']}") from None
+            error = exc.errors()[0]
+            field = ".".join(str(p) for p in error["loc"])
+            raise CorruptRecordError(where, f"invalid usage record: {field}: {error['msg']}") from None
 
     async def _save(self, usage: ResourceUsage) -> None:
         usage.updated_at = utc_now()

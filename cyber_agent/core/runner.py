@@ -23,7 +23,7 @@ from cyber_agent.core.hooks import LoopState, PostTurnHook, ProgressEvent, StopH
 from cyber_agent.core.protocol_flow import STATE_TOOLS, on_final_text
 from cyber_agent.core.resource_budget import ResourceBudget, ResourceBudgetController
 from cyber_agent.core.stop import StopRegistry
-from cyber_agent.core.tool_rights import runtime_tool_names, tighten_by_state
+from cyber_agent.core.tool_rights import WEB_TOOLS, runtime_tool_names, tighten_by_state
 from cyber_agent.core.validator_web import VALIDATION_METERED
 from cyber_agent.core.trace_setup import ChildSetup, PreparedRun, effective_config, prepare_run
 from cyber_agent.errors import BudgetExceededError, CyberAgentError, RunError
@@ -117,6 +117,10 @@ class AgentRunner:
             await self._post_turn(prepared, time.perf_counter() - started)
         except asyncio.CancelledError:
             await self._finish(prepared, "stopped", error="run cancelled")
+            raise
+        except Exception as exc:
+            # Never leave a trace `running` behind a crash (a tool bug, a model fake that raises...).
+            await self._finish(prepared, "failed", error=f"{type(exc).__name__}: {exc}")
             raise
         finally:
             self.stops.unregister(trace_id)
@@ -393,6 +397,10 @@ class AgentRunner:
             if self._halt_reason(prepared) is not None:
                 return
             self._progress("tool_started", prepared, tool=call.name, call_id=call.id)
+            metered = prepared.is_validator and prepared.budget is not None and call.name != "submit_validation"
+            if metered and rejected is None and call.name not in WEB_TOOLS:
+                # Reserve the validator's tool call before it runs; a refusal stops the validator.
+                await prepared.budget.record_validation_work(tool_calls=1)
             if rejected is not None:
                 content, is_error, duration, meta = rejected, True, 0.0, {"rejected": True}
             else:
@@ -413,9 +421,8 @@ class AgentRunner:
             for hook in self.stop_hooks:
                 hook.record_tool_call(call.name, bool(spec and spec.side_effects) and rejected is None)
             self._progress("tool_finished", prepared, tool=call.name, call_id=call.id, is_error=is_error)
-            if (prepared.is_validator and prepared.budget is not None and call.name != "submit_validation"
-                    and not meta.get(VALIDATION_METERED)):
-                await prepared.budget.record_validation_work(tool_calls=1, material_chars=len(content))
+            if metered and not meta.get(VALIDATION_METERED):
+                await prepared.budget.record_validation_work(material_chars=len(content))
 
     async def _resume_batch(self, prepared: PreparedRun, config: RunConfig) -> AsyncIterator[Message]:
         """Execute a decided approval batch from the persisted assistant tool calls."""

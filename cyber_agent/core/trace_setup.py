@@ -260,7 +260,10 @@ async def _prepare_existing(runner: AgentRunner, messages: list[dict[str, Any]],
                 f"recursive root {trace.trace_id!r} lacks {', '.join(missing)} (created before revision 2); "
                 "it cannot continue — start a new task with a root_task_anchor"
             )
-        anchor = RootTaskAnchor.model_validate(trace.context["root_task_anchor"])
+        try:
+            anchor = RootTaskAnchor.model_validate(trace.context["root_task_anchor"])
+        except ValidationError:
+            raise RunError(f"root task anchor of {trace.trace_id!r} is no longer valid; start a new task") from None
         if anchor.content_hash() != trace.context["root_task_anchor_hash"]:
             raise RunError(f"root task anchor of {trace.trace_id!r} does not match its hash; start a new task")
     head = trace.head_sequence

@@ -22,7 +22,7 @@ import pytest
 from cyber_agent.core.config import RunConfig
 from cyber_agent.core.runner import AgentRunner
 from cyber_agent.llm.fakes import FunctionModel
-from cyber_agent.llm.types import LLMResponse, ToolCall
+from cyber_agent.llm.types import LLMResponse, ToolCall, Usage
 from cyber_agent.trace import InMemoryTraceStore
 from cyber_agent.trace.models import Trace
 from cyber_agent.trace.protocols import TraceStore
@@ -169,9 +169,14 @@ class ProtocolBrain:
     first_requests: dict[int, list[tuple[Messages, set[str]]]] = field(default_factory=lambda: defaultdict(list))
     """The first request of every agent run (validators excluded), by depth."""
     validator_models: list[str] = field(default_factory=list)
+    """The model name every validator call was made with."""
+    usage: Usage | None = None
+    """Usage every reply reports (None: zero)."""
+    cost: float | None = None
+    """Cost every reply reports (None: priced from usage)."""
 
     def __post_init__(self) -> None:
-        self.llm = FunctionModel(self._answer)
+        self.llm = FunctionModel(self._answer, usage=self.usage, cost=self.cost)
 
     def brief_for(self, depth: int) -> dict[str, Any]:
         """The brief an agent at `depth - 1` gives its child."""
@@ -194,7 +199,7 @@ class ProtocolBrain:
         elif not any(m["role"] == "assistant" for m in messages):
             self.first_requests[depth].append((messages, names))
         turn = Turn(brain=self, messages=messages, names=names, depth=depth, role=role)
-        for key in (f"d{depth}" if role != "validator" else "", role):
+        for key in [role] if role == "validator" else [f"d{depth}", role]:
             hook = self.hooks.get(key)
             if hook is not None:
                 reply = hook(turn)

@@ -85,11 +85,17 @@ class Case:
     """One framework + store configuration and its timings."""
 
     framework: str
+    """cyber_agent, pydantic-ai or langgraph."""
     store: str
+    """Where the run's state goes: file, memory, none (framework state only) or MemorySaver."""
     run: RunOnce | None
+    """The timed run; None when the framework is not installed."""
     skipped: str | None = None
+    """Why the case did not run."""
     samples: dict[int, list[Sample]] = field(default_factory=dict)
+    """Timed runs by N, in round order."""
     error: str | None = None
+    """The first failure; the case runs no further."""
 
 
 # ---- cyber_agent ------------------------------------------------------------------------
@@ -295,19 +301,31 @@ async def _timed(case: Case, steps: int, timeout: float) -> Sample | None:
     return None
 
 
-async def measure(cases: list[Case], steps: Sequence[int], repeats: dict[int, int], timeout: float) -> None:
-    """Warm each case up once, then run the repetitions round robin across cases."""
+async def measure(cases: list[Case], steps: Sequence[int], repeats: dict[int, int], timeout: float,
+                  budget: float) -> int:
+    """Warm each case up once, then run rounds (every N, every case) until the repeats or the budget run out.
+
+    A round is never cut short, so every N keeps a sample of every case; returns the rounds run.
+    """
+    deadline = time.perf_counter() + budget
     for case in cases:
         if case.run is not None:
             await _timed(case, min(steps), timeout)
-    for n in steps:
-        for _ in range(repeats[n]):
+    rounds = 0
+    for round_ in range(max(repeats.values())):
+        if round_ and time.perf_counter() > deadline:
+            break
+        for n in steps:
+            if round_ >= repeats[n]:
+                continue
             for case in cases:
                 if case.run is None or case.error:
                     continue
                 sample = await _timed(case, n, timeout)
                 if sample is not None:
                     case.samples.setdefault(n, []).append(sample)
+        rounds += 1
+    return rounds
 
 
 def per_step_us(case: Case, n: int) -> float | None:
@@ -489,6 +507,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", help="directory for the file store's temporary traces (default: system temp)")
     parser.add_argument("--json", metavar="PATH", help="write the results as JSON")
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds one run may take (default 60)")
+    parser.add_argument("--budget", type=float, default=120.0,
+                        help="seconds after which no new round of repetitions starts (default 120)")
     parser.add_argument("--memorysaver", action="store_true", help="add LangGraph with MemorySaver (slow at N=400)")
     parser.add_argument("--scripted-model", action="store_true",
                         help="add cyber_agent driven by the library's ScriptedModel, to show the fake's own cost")
@@ -508,14 +528,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"per-step overhead, one sync tool call per step; N={steps}, repeats={repeats}; file store in {tmp_root}; "
               f"load average {env['load_average_1m']:.2f} on {env['cpus']} CPUs")
         started = time.perf_counter()
-        asyncio.run(measure(cases, steps, repeats, args.timeout))
+        rounds = asyncio.run(measure(cases, steps, repeats, args.timeout, args.budget))
+    if rounds < max(repeats.values()):
+        print(f"\nthe {args.budget:.0f}s budget ran out after {rounds} round(s): fewer repetitions than asked (a busy machine?)")
     rows, targets = results(cases, steps)
     print_report(cases, rows, targets)
     print(f"\n(bench took {time.perf_counter() - started:.0f}s; load average now {os.getloadavg()[0]:.2f})")
     if args.json:
         env["load_average_1m_at_end"] = os.getloadavg()[0]
         payload = {"bench": "overhead", "schema": 1, "environment": env,
-                   "config": {"steps": steps, "repeats": repeats, "dir": args.dir, "baseline": list(BASELINE)},
+                   "config": {"steps": steps, "repeats": repeats, "rounds_run": rounds, "budget_s": args.budget,
+                              "dir": args.dir, "baseline": list(BASELINE)},
                    "results": rows, "targets": targets}
         Path(args.json).write_text(json.dumps(payload, indent=1))
     broken = [c for c in cases if c.framework.startswith("cyber_agent") and c.error]

@@ -1,4 +1,4 @@
-"""The `cyber-agent` command line: run, show, demo."""
+"""The `cyber-agent` command line: run, show, demo, serve, extractions."""
 
 from __future__ import annotations
 
@@ -86,6 +86,51 @@ async def _show(trace_id: str, store_path: str) -> int:
     return 0
 
 
+def _add_server_commands(sub: argparse._SubParsersAction) -> None:
+    serve = sub.add_parser("serve", help="run the local Trace API (REST + WebSocket) with uvicorn")
+    serve.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    serve.add_argument("--store", default=argparse.SUPPRESS, help="trace store directory (default .trace)")
+    serve.add_argument("--workspace", default=None, help="directory the default runner's tools work in")
+    serve.add_argument("--runner-factory", default=None,
+                       help="module:callable returning an AgentRunner for a store (or CYBER_AGENT_RUNNER_FACTORY)")
+    serve.add_argument("--experiences", default=".cache/experiences.md", help="experiences file (approved lessons)")
+    serve.add_argument("--allow-origin", action="append", default=None,
+                       help="front-end origin allowed by CORS and WebSocket checks (repeat; default :3000 on localhost)")
+    extractions = sub.add_parser("extractions", help="review lessons extracted by reflections")
+    extractions.add_argument("action", choices=["list", "approve", "reject"])
+    extractions.add_argument("extraction_id", nargs="?")
+    extractions.add_argument("--experiences", default=".cache/experiences.md", help="experiences file (approved lessons)")
+    extractions.add_argument("--status", choices=["extraction_pending", "approved", "rejected"], default=None)
+    extractions.add_argument("--note", default="", help="reviewer note")
+
+
+def _server_command(args: argparse.Namespace) -> int:
+    if args.command == "serve":
+        from cyber_agent.server.serve import ServeSettings, parse_origins, serve
+
+        serve(ServeSettings(host=args.host, port=args.port, store_path=args.store, workspace=args.workspace,
+                            runner_factory=args.runner_factory, experiences_path=args.experiences,
+                            allowed_origins=parse_origins(args.allow_origin)))
+        return 0
+    from cyber_agent.trace.reflection import CognitionLog
+
+    log = CognitionLog(args.experiences)
+    if args.action == "list":
+        for entry in log.entries(status=args.status):
+            print(f"{entry.extraction_id}  {entry.status:<18}  {entry.trace_id}  {entry.lesson}")
+        return 0
+    if not args.extraction_id:
+        print(f"error: extractions {args.action} needs an extraction id (see `cyber-agent extractions list`)",
+              file=sys.stderr)
+        return 2
+    entry = log.review(args.extraction_id, args.action, args.note)
+    print(f"{entry.extraction_id}  {entry.status}  {entry.lesson}")
+    if entry.status == "approved":
+        print(f"appended to {log.experiences_path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line."""
     parser = argparse.ArgumentParser(prog="cyber-agent", description="Run LLM agents and study what they did.")
@@ -103,8 +148,11 @@ def main(argv: list[str] | None = None) -> int:
     show.add_argument("trace_id")
     demo = sub.add_parser("demo", help="run the offline demo (no network)")
     demo.add_argument("--mode", choices=["legacy", "recursive"], default="recursive")
+    _add_server_commands(sub)
     args = parser.parse_args(argv)
     try:
+        if args.command in ("serve", "extractions"):
+            return _server_command(args)
         if args.command == "run":
             anchor = None
             if args.mode == "recursive":

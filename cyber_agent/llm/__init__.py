@@ -3,6 +3,15 @@
 from cyber_agent.llm.anthropic import ANTHROPIC_DEFAULT_BASE_URL, AnthropicModel
 from cyber_agent.llm.anthropic_format import to_anthropic_messages, to_anthropic_tools
 from cyber_agent.llm.demo import DemoModel
+from cyber_agent.llm.dialects import (
+    DialectLLM,
+    DialectName,
+    NativeDialect,
+    PFormatDialect,
+    ToolDialect,
+    XmlDialect,
+    choose_dialect,
+)
 from cyber_agent.llm.fakes import FunctionModel, ModelFunction, ModelRequest, Reply, ScriptedModel, ToolCallSpec
 from cyber_agent.llm.http_retry import DEFAULT_TIMEOUT, RetryPolicy, Sleep
 from cyber_agent.llm.openai_compat import OPENAI_DEFAULT_BASE_URL, OpenAICompatModel
@@ -18,6 +27,8 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "DeltaCallback",
     "DemoModel",
+    "DialectLLM",
+    "DialectName",
     "Exchange",
     "FunctionModel",
     "LLMCall",
@@ -25,8 +36,10 @@ __all__ = [
     "ModelFunction",
     "ModelPrice",
     "ModelRequest",
+    "NativeDialect",
     "OPENAI_DEFAULT_BASE_URL",
     "OpenAICompatModel",
+    "PFormatDialect",
     "PRICES_AS_OF",
     "PRICE_TABLE",
     "Provider",
@@ -39,7 +52,10 @@ __all__ = [
     "Sleep",
     "ToolCall",
     "ToolCallSpec",
+    "ToolDialect",
     "Usage",
+    "XmlDialect",
+    "choose_dialect",
     "compute_cost",
     "load_exchanges",
     "lookup_price",

@@ -37,11 +37,11 @@ from cyber_agent.notebook.trees import (
 __all__ = [
     "EXPORT_FORMAT",
     "EXPORT_VERSION",
-    "SCHEMAS",
     "ProgressSnapshot",
     "ReadOnlyTraceStore",
     "ReportStepper",
     "RunHandle",
+    "SCHEMAS",
     "TraceFrames",
     "TraceRecord",
     "aexport_traces",

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 from cyber_agent.notebook.frames import TraceFrames, to_frames
 from cyber_agent.notebook.records import StoreSource, parse_time
@@ -244,6 +245,7 @@ def plot_usage_over_time(source: StoreSource | TraceFrames | pd.DataFrame, root_
     right.step(frame["elapsed_seconds"], frame["llm_calls"], where="post", color="#ff7f0e", label="LLM calls")
     right.step(frame["elapsed_seconds"], frame["agents"], where="post", color="#2ca02c", ls="--", label="agents")
     right.set_ylabel("calls / agents (cumulative)", fontsize=8)
+    right.yaxis.set_major_locator(MaxNLocator(integer=True))
     right.tick_params(labelsize=7)
     handles = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
     ax.legend(handles=handles, fontsize=7, loc="upper left", frameon=False)

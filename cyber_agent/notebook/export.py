@@ -73,6 +73,9 @@ async def aexport_traces(source: StoreSource, root_ids: Sequence[str] | str | No
                     "resource_usage": record.resource_usage, "tool_approvals": record.tool_approvals,
                 }) + "\n")
             out.write(_dump({"kind": "end", "traces": len(records)}) + "\n")
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; an export is an ordinary file
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

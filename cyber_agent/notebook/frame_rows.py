@@ -1,7 +1,8 @@
 """Rows of the analysis frames, built from JSON-mode trace records (see `frames.py` for the schema).
 
-Pure functions over `TraceRecord`s: no store access, no pandas. Each returns a dict of column
-lists in the order of its schema.
+Pure functions over `TraceRecord`s: no store access, no pandas. Each returns the columns of
+its schema as a dict of lists, or — for the frames with one row per message or event — a list
+of row tuples in schema order.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ __all__ = [
 ]
 
 Columns = dict[str, list[Any]]
+Rows = list[tuple[Any, ...]]
 
 
 def _columns(names: Sequence[str]) -> Columns:
@@ -134,10 +136,14 @@ def _main_path(messages: list[dict[str, Any]], head: int) -> set[int]:
 
 def message_and_call_rows(
     records: Sequence[TraceRecord], message_names: Sequence[str], call_names: Sequence[str]
-) -> tuple[Columns, Columns]:
-    """One row per message, and one row per tool call (joined to its result message)."""
-    msgs, calls = _columns(message_names), _columns(call_names)
-    m_append = [msgs[n].append for n in message_names]
+) -> tuple[Rows, Rows]:
+    """One row per message, and one row per tool call (joined to its result message).
+
+    Rows are tuples in the order of `SCHEMAS["messages"]` / `SCHEMAS["tool_calls"]` (checked
+    by the frame builder): this loop runs once per message, so it stays flat.
+    """
+    msgs: Rows = []
+    calls: Rows = []
     for record in records:
         trace_id = record.trace_id
         main = _main_path(record.messages, int(record.trace.get("head_sequence") or 0))
@@ -146,41 +152,34 @@ def message_and_call_rows(
             if message.get("role") == "tool" and message.get("tool_call_id"):
                 results.setdefault(message["tool_call_id"], []).append(message)
         for message in record.messages:
-            content = message.get("content")
+            get = message.get
+            content = get("content")
             if isinstance(content, dict):
                 text, tool_calls = content.get("text"), content.get("tool_calls") or []
             else:
                 text, tool_calls = content, []
-            extra = message.get("metadata") or {}
-            prompt, completion = message.get("prompt_tokens", 0), message.get("completion_tokens", 0)
-            sequence = message.get("sequence", 0)
+            extra = get("metadata") or {}
+            prompt, completion = get("prompt_tokens", 0), get("completion_tokens", 0)
+            sequence = get("sequence", 0)
             is_error = extra.get("is_error")
-            row = (
-                trace_id, message.get("message_id"), sequence, message.get("role"), message.get("goal_id"),
-                message.get("parent_sequence"), message.get("branch"), sequence in main, text,
-                len(tool_calls), ",".join(c.get("name", "") for c in tool_calls) or None,
-                message.get("tool_call_id"), message.get("tool_name"),
-                bool(is_error) if is_error is not None else None, message.get("description"),
-                prompt, completion, message.get("cached_tokens", 0), prompt + completion,
-                message.get("cost", 0.0), message.get("duration_ms"), extra.get("model"), message.get("created_at"),
-            )
-            for append, value in zip(m_append, row):
-                append(value)
+            msgs.append((
+                trace_id, get("message_id"), sequence, get("role"), get("goal_id"), get("parent_sequence"), get("branch"),
+                sequence in main, text, len(tool_calls), ",".join(c.get("name", "") for c in tool_calls) or None,
+                get("tool_call_id"), get("tool_name"), bool(is_error) if is_error is not None else None,
+                get("description"), prompt, completion, get("cached_tokens", 0), prompt + completion, get("cost", 0.0),
+                get("duration_ms"), extra.get("model"), get("created_at"),
+            ))
             for position, call in enumerate(tool_calls):
                 result = next((r for r in results.get(call.get("id"), []) if r.get("sequence", 0) > sequence), None)
                 result_meta = (result.get("metadata") or {}) if result else {}
                 result_text = result.get("content") if result else None
-                values = {
-                    "trace_id": trace_id, "message_id": message.get("message_id"), "sequence": sequence,
-                    "call_index": position, "call_id": call.get("id"), "tool_name": call.get("name"),
-                    "arguments": call.get("arguments") or {}, "result_sequence": result.get("sequence") if result else None,
-                    "is_error": bool(result_meta.get("is_error")) if result else None,
-                    "result_chars": len(result_text) if isinstance(result_text, str) else None,
-                    "duration_ms": result.get("duration_ms") if result else None,
-                    "created_at": message.get("created_at"),
-                }
-                for name in call_names:
-                    calls[name].append(values[name])
+                calls.append((
+                    trace_id, get("message_id"), sequence, position, call.get("id"), call.get("name"),
+                    call.get("arguments") or {}, result.get("sequence") if result else None,
+                    bool(result_meta.get("is_error")) if result else None,
+                    len(result_text) if isinstance(result_text, str) else None,
+                    result.get("duration_ms") if result else None, get("created_at"),
+                ))
     return msgs, calls
 
 
@@ -218,26 +217,24 @@ def goal_rows(records: Sequence[TraceRecord], names: Sequence[str]) -> Columns:
     return cols
 
 
-def event_rows(records: Sequence[TraceRecord], names: Sequence[str]) -> Columns:
-    """One row per event; common payload fields are lifted into columns."""
-    cols = _columns(names)
+def event_rows(records: Sequence[TraceRecord], names: Sequence[str]) -> Rows:
+    """One row per event (tuples in schema order); common payload fields are lifted into columns."""
+    out: Rows = []
     for record in records:
+        trace_id = record.trace_id
         for event in record.events:
             payload = event.get("payload") or {}
-            goal = payload.get("goal") if isinstance(payload.get("goal"), dict) else {}
-            message = payload.get("message") if isinstance(payload.get("message"), dict) else {}
-            values = {
-                "trace_id": record.trace_id, "event_id": event.get("event_id"), "type": event.get("type"),
-                "created_at": event.get("created_at"),
-                "goal_id": payload.get("goal_id") or goal.get("id"),
-                "message_sequence": message.get("sequence"),
-                "sub_trace_id": payload.get("trace_id") if str(event.get("type", "")).startswith("sub_trace") else None,
-                "status": payload.get("status"),
-                "payload": payload,
-            }
-            for name in names:
-                cols[name].append(values[name])
-    return cols
+            kind = event.get("type")
+            goal = payload.get("goal")
+            message = payload.get("message")
+            out.append((
+                trace_id, event.get("event_id"), kind, event.get("created_at"),
+                payload.get("goal_id") or (goal.get("id") if isinstance(goal, dict) else None),
+                message.get("sequence") if isinstance(message, dict) else None,
+                payload.get("trace_id") if kind in ("sub_trace_started", "sub_trace_completed") else None,
+                payload.get("status"), payload,
+            ))
+    return out
 
 
 def usage_rows(records: Sequence[TraceRecord], index: TreeIndex, names: Sequence[str], *, with_messages: bool) -> Columns:

@@ -8,7 +8,9 @@ whichever store the data came from.
 
 A `FileSystemTraceStore` is read straight from its files (SPEC T4 layout), each file exactly
 once and without pydantic validation: this is what keeps frames of 100k messages close to the
-cost of reading the files. Any other store is read through the TraceStore protocol.
+cost of reading the files. Its `meta.json` / `goal.json` are checkpoints; a trace with
+messages beyond its checkpoint (being written right now) gets its meta and goal tree from the
+store's own reader, which counts them. Any other store is read through the TraceStore protocol.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ StoreSource = TraceStore | str | os.PathLike[str]
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, repr=False)
 class TraceRecord:
     """One persisted trace as JSON-mode data."""
 
@@ -54,6 +56,11 @@ class TraceRecord:
     def trace_id(self) -> str:
         """Id of the trace."""
         return str(self.trace["trace_id"])
+
+    def __repr__(self) -> str:
+        # Short on purpose: asyncio's Runner builds reprs of a finished task's result (3.11),
+        # and a full dataclass repr of 100k messages costs seconds.
+        return f"TraceRecord(trace_id={self.trace_id!r}, messages={len(self.messages)}, events={len(self.events)})"
 
     @property
     def context(self) -> dict[str, Any]:
@@ -134,7 +141,7 @@ async def read_records(
         selected = select_trees(store.metas(), root_ids)
         return [store.record(m["trace_id"], messages=messages, events=events) for m in selected]
     if isinstance(store, FileSystemTraceStore):
-        return _read_files(store.base_path, root_ids, messages=messages, events=events)
+        return await _read_files(store, root_ids, messages=messages, events=events)
     metas = [t.model_dump(mode="json") for t in await store.list_traces(limit=None)]
     out = []
     for meta in select_trees(metas, root_ids):
@@ -164,7 +171,10 @@ def _load_json(path: Path) -> Any:
         raise CorruptRecordError(path, f"invalid JSON ({exc.msg} at position {exc.pos})") from None
 
 
-def _read_files(base: Path, root_ids: Sequence[str] | None, *, messages: bool, events: bool) -> list[TraceRecord]:
+async def _read_files(
+    store: FileSystemTraceStore, root_ids: Sequence[str] | None, *, messages: bool, events: bool
+) -> list[TraceRecord]:
+    base = store.base_path
     metas = []
     with os.scandir(base) as entries:
         for entry in entries:
@@ -175,10 +185,22 @@ def _read_files(base: Path, root_ids: Sequence[str] | None, *, messages: bool, e
                 metas.append(meta)
     out = []
     for meta in select_trees(metas, root_ids):
-        directory = base / meta["trace_id"]
+        trace_id = meta["trace_id"]
+        directory = base / trace_id
+        goal_tree = _load_json(directory / "goal.json")
+        total = int(meta.get("total_messages") or 0)
+        next_file = directory / "messages" / f"{trace_id}-{total + 1:04d}.json"
+        if next_file.exists():
+            # meta.json and goal.json are checkpoints; messages written after the last one are
+            # counted by the store's own reader (rare: a trace being written right now).
+            trace = await store.get_trace(trace_id)
+            tree = await store.get_goal_tree(trace_id)
+            if trace is not None:
+                meta = trace.model_dump(mode="json")
+                goal_tree = tree.model_dump(mode="json") if tree is not None else None
         out.append(TraceRecord(
             trace=meta,
-            goal_tree=_load_json(directory / "goal.json"),
+            goal_tree=goal_tree,
             messages=_read_messages(directory / "messages") if messages else [],
             events=_read_events(directory / "events.jsonl") if events else [],
             resource_usage=_load_json(directory / "resource_usage.json"),
@@ -188,18 +210,27 @@ def _read_files(base: Path, root_ids: Sequence[str] | None, *, messages: bool, e
 
 
 def _read_messages(directory: Path) -> list[dict[str, Any]]:
+    # The hot loop of big frames: plain strings and one open per file, nothing else.
     out = []
+    loads = json.loads
     try:
         entries = os.scandir(directory)
     except FileNotFoundError:
         return out
     with entries:
         for entry in entries:
+            name = entry.name
             # Names starting with '.' are the store's temporary files of an in-flight write.
-            if entry.name.endswith(".json") and not entry.name.startswith("."):
-                message = _load_json(Path(entry.path))
-                if message is not None:
-                    out.append(message)
+            if name.endswith(".json") and not name.startswith("."):
+                try:
+                    with open(entry.path, "rb") as handle:
+                        data = handle.read()
+                except FileNotFoundError:
+                    continue
+                try:
+                    out.append(loads(data))
+                except json.JSONDecodeError as exc:
+                    raise CorruptRecordError(entry.path, f"invalid JSON ({exc.msg} at position {exc.pos})") from None
     out.sort(key=lambda m: m.get("sequence", 0))
     return out
 

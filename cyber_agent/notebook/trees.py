@@ -170,7 +170,7 @@ def draw_tree(
     horizontal = orientation == "horizontal"
     if figsize is None:
         lines = max((str(graph.nodes[node].get("label", "")).count("\n") + 1 for node in nodes), default=1)
-        figsize = (min(4.0 + 3.0 * levels, 22.0), min(max(2.2, (0.2 + 0.16 * lines) * leaves + 1.0), 30.0)) if horizontal else (
+        figsize = (min(2.6 + 2.8 * levels, 22.0), min(max(2.2, (0.2 + 0.16 * lines) * leaves + 1.0), 30.0)) if horizontal else (
             min(max(6.0, leaves * (1.3 if n <= MAX_LABELLED_NODES else 0.03) + 2.0), 30.0),
             min(max(3.0, (1.15 if n <= MAX_LABELLED_NODES else 0.5) * levels + 1.2), 12.0))
 

@@ -8,7 +8,8 @@ never leaves a gap in the dense id sequence.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -84,17 +85,17 @@ def encode_event(event_id: int, trace_id: str, event_type: str, payload_json: st
 
 def message_added_payload(message_json: str, affected: Iterable[Goal], *, recovered: bool = False) -> str:
     """Return the `message_added` payload: the message and every affected goal's self/cumulative stats."""
-    goals = [
-        {
-            "goal_id": goal.id,
-            "self_stats": _stats(goal.self_stats),
-            "cumulative_stats": _stats(goal.cumulative_stats),
-        }
+    # Formatted by hand (json.dumps of these small dicts costs more than the rest of an add).
+    goals = ",".join(
+        f'{{"goal_id":{json.dumps(goal.id)},"self_stats":{_stats(goal.self_stats)},'
+        f'"cumulative_stats":{_stats(goal.cumulative_stats)}}}'
         for goal in affected
-    ]
+    )
     extra = ',"recovered":true' if recovered else ""
-    return f'{{"message":{message_json},"affected_goals":{json.dumps(goals)}{extra}}}'
+    return f'{{"message":{message_json},"affected_goals":[{goals}]{extra}}}'
 
 
-def _stats(stats: GoalStats) -> Mapping[str, Any]:
-    return {"message_count": stats.message_count, "total_tokens": stats.total_tokens, "total_cost": stats.total_cost}
+def _stats(stats: GoalStats) -> str:
+    cost = stats.total_cost
+    cost_json = repr(float(cost)) if math.isfinite(cost) else json.dumps(cost)
+    return f'{{"message_count":{int(stats.message_count)},"total_tokens":{int(stats.total_tokens)},"total_cost":{cost_json}}}'

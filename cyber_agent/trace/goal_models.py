@@ -39,9 +39,12 @@ class GoalStats(BaseModel):
 
     def add(self, tokens: int, cost: float) -> None:
         """Count one more message."""
-        self.message_count += 1
-        self.total_tokens += tokens
-        self.total_cost += cost
+        # Straight into __dict__: pydantic's __setattr__ costs ~0.5 us a field, and this runs
+        # for the goal and every ancestor on every message.
+        fields = self.__dict__
+        fields["message_count"] += 1
+        fields["total_tokens"] += tokens
+        fields["total_cost"] += cost
 
 
 class Goal(BaseModel):

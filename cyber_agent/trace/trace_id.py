@@ -33,6 +33,7 @@ MAX_TRACE_ID_LENGTH = 220
 """Longest accepted trace id; keeps `{message_id}.json` under common 255-byte name limits."""
 
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+_MAX_SEQ = 999_999  # six digits, as _SUFFIX parses
 _SUFFIX = r"@([a-z][a-z0-9_]{0,31})-(\d{14})-(\d{3,6})"
 _SUFFIX_RE = re.compile(_SUFFIX)
 _FULL_RE = re.compile(rf"^({_UUID})((?:{_SUFFIX})*)$")
@@ -80,8 +81,8 @@ def new_sub_trace_id(parent_trace_id: str, mode: str, seq: int, *, now: datetime
     validate_trace_id(parent_trace_id)
     if not re.fullmatch(r"[a-z][a-z0-9_]{0,31}", mode):
         raise InvalidIdError("sub-trace mode", mode, "use lowercase letters, digits and '_' (e.g. 'delegate')")
-    if seq < 0:
-        raise InvalidIdError("sub-trace seq", seq, "must be >= 0")
+    if type(seq) is not int or not 0 <= seq <= _MAX_SEQ:
+        raise InvalidIdError("sub-trace seq", seq, f"must be an int from 0 to {_MAX_SEQ}")
     stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%d%H%M%S")
     return validate_trace_id(f"{parent_trace_id}@{mode}-{stamp}-{seq:03d}")
 
@@ -118,7 +119,7 @@ def parse_message_id(message_id: object) -> tuple[str, int]:
     if not isinstance(message_id, str) or "-" not in message_id:
         raise InvalidIdError("message id", message_id, "expected {trace_id}-{sequence}")
     trace_id, _, seq = message_id.rpartition("-")
-    if not seq.isdigit():
+    if not (seq.isascii() and seq.isdigit()):
         raise InvalidIdError("message id", message_id, "expected {trace_id}-{sequence} ending in digits")
     validate_trace_id(trace_id)
     return trace_id, int(seq)

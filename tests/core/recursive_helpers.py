@@ -2,7 +2,7 @@
 
 `TreeModel` answers every agent of a task tree from one function, telling the roles apart by
 the tools it is offered (the runner's own tool rights decide that):
-- `submit_validation` offered → a validator: it passes every criterion;
+- `submit_validation` offered → a validator: it plays the VALIDATOR steps, then passes every criterion;
 - `review_task` offered → a parent with reports to review: it plays its `objective + REVIEW_TURN`
   steps, then accepts the oldest pending report;
 - otherwise an agent identified by the objective of its brief (or the root anchor, or its
@@ -173,12 +173,15 @@ class TreeModel:
         *,
         delays: dict[str, float] | None = None,
         on_call: Callable[[str, list[dict[str, Any]], set[str]], Any] | None = None,
+        hold: Callable[[str], Awaitable[None]] | None = None,
         usage: Usage | None = None,
         cost: float | None = None,
     ) -> None:
         self.plan = {key: list(steps) for key, steps in (plan or {}).items()}
         self.delays = delays or {}
         self.on_call = on_call
+        self.hold = hold
+        """Awaited inside a child's in-flight window (after its delay), e.g. to wait for a sibling."""
         self.calls: Counter[str] = Counter()
         """Model calls per objective (validators under VALIDATOR)."""
         self.offered: dict[str, list[set[str]]] = defaultdict(list)
@@ -187,7 +190,7 @@ class TreeModel:
         self.max_in_flight = 0
         """Most calls of children (neither the root nor a validator) in flight at once."""
         self.finished: list[str] = []
-        """Objectives in the order their delayed calls returned."""
+        """Children's objectives in the order their calls left the in-flight window."""
         self.llm = FunctionModel(self._answer, usage=usage, cost=cost)
 
     async def _answer(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> LLMResponse:
@@ -206,15 +209,19 @@ class TreeModel:
         try:
             # Always yield once, so concurrently scheduled children get the chance to overlap.
             await asyncio.sleep(self.delays.get(key, 0))
+            if is_child and self.hold is not None:
+                await self.hold(key)
         finally:
             if is_child:
                 self.in_flight -= 1
-        if key in self.delays:
+        if is_child:
             self.finished.append(key)
         return await self._decide(key, messages, names)
 
     async def _decide(self, key: str, messages: list[dict[str, Any]], names: set[str]) -> LLMResponse:
         if key == VALIDATOR:
+            if self.plan.get(VALIDATOR):
+                return await self._play(self.plan[VALIDATOR].pop(0), messages, names)
             verdicts = [{"criterion": i, "verdict": "pass", "evidence": "seen in the trajectory"}
                         for i in range(1, _criteria_count(messages) + 1)]
             return call("submit_validation", verdicts=verdicts, summary="all criteria met")
@@ -250,9 +257,12 @@ async def trace_by_objective(store: TraceStore, objective: str) -> Trace:
     for trace in await all_traces(store):
         if trace.context.get("created_by_tool") == "validator":
             continue
-        if objective == ROOT and trace.parent_trace_id is None:
-            return trace
-        if re.search(rf"^Objective: {re.escape(objective)}$", trace.task or "", re.M) and trace.parent_trace_id:
+        if trace.parent_trace_id is None:
+            if objective == ROOT:
+                return trace
+            continue
+        first = re.search(r"^Objective: (.*)$", trace.task or "", re.M)  # the brief's, not the anchor's
+        if first and first.group(1).strip() == objective:
             return trace
     raise AssertionError(f"no trace with objective {objective!r}")
 
@@ -267,3 +277,46 @@ async def usage_of(store: TraceStore, root_id: str) -> dict[str, Any]:
     usage = await store.get_resource_usage(root_id)
     assert usage is not None, f"no resource usage on {root_id}"
     return usage
+
+
+# ---- stores that misbehave on purpose ------------------------------------------------------------
+class FailingStartStore(InMemoryTraceStore):
+    """Fails the `sub_trace_started` event of the second child, so that child is never created."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.started = 0
+
+    async def append_event(self, trace_id: str, event_type: Any, payload: dict[str, Any]) -> int:
+        if event_type == "sub_trace_started":
+            self.started += 1
+            if self.started == 2:
+                raise OSError("disk full")
+        return await super().append_event(trace_id, event_type, payload)
+
+
+class YieldingStore(InMemoryTraceStore):
+    """Yields to the event loop inside every usage read and write, so unlocked updates would interleave."""
+
+    async def get_resource_usage(self, root_trace_id: str) -> dict[str, Any] | None:
+        await asyncio.sleep(0)
+        return await super().get_resource_usage(root_trace_id)
+
+    async def replace_resource_usage(self, root_trace_id: str, usage: dict[str, Any]) -> None:
+        await asyncio.sleep(0)
+        await super().replace_resource_usage(root_trace_id, usage)
+
+
+async def wait_until(predicate: Callable[[], Any], timeout: float = 2.0) -> bool:
+    """Poll `predicate` (sync or async) until it holds; False after `timeout` (a hang guard, not a measure)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        value = predicate()
+        if inspect.isawaitable(value):
+            value = await value
+        if value:
+            return True
+        if loop.time() >= deadline:
+            return False
+        await asyncio.sleep(0.002)

@@ -198,6 +198,14 @@ async def test_pending_reviews_leave_only_review_and_read_tools():
     assert model.calls["sneaky"] == 0 and "agent" in model.offered[ROOT][-1]  # restored after the review
 
 
+async def test_a_root_whose_tool_list_names_agent_can_still_review_its_children():
+    model = TreeModel({ROOT: [delegate(brief("child"))]})
+    runner, _ = make_runner(model.llm)
+    result = await runner.run_result(TASK, recursive_config(tools=["agent"]))
+    assert result.status == "completed"
+    assert model.offered[ROOT][0] == {"agent"} and model.offered[ROOT][1] == {"review_task"}
+
+
 async def test_submit_report_is_for_children_only_and_submit_validation_for_validators_only():
     plan = {ROOT: [call("submit_report", outcome="completed", summary="I am not a child"), delegate(brief("child"))],
             "child": [call("submit_validation", verdicts=[], summary="self-judged")]}

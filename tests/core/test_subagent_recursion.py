@@ -83,7 +83,7 @@ async def test_legacy_allows_depth_one_only():
     child = (await children_of(store, result.trace.trace_id))[0]
     refusal = tool_results(await messages_of(store, child.trace_id))[0]
     assert refusal.metadata["is_error"] and "'agent' is not available" in refusal.text
-    assert model.calls["sub task sub task"] == model.calls["sub sub task"] == 0
+    assert model.calls["sub sub task"] == 0
     assert len(await store.list_traces(limit=None)) == 2
 
 

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from cyber_agent.cli import DEMO_TASK
 from cyber_agent.core.config import RunConfig
 from cyber_agent.core.runner import AgentRunner
-from cyber_agent.trace import FileSystemTraceStore, Goal, InMemoryTraceStore, Message, Trace
+from cyber_agent.trace import FileSystemTraceStore, InMemoryTraceStore
+from nb_helpers import CHILD, REPO, ROOT, VALIDATOR, add_trace
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
@@ -39,30 +38,6 @@ def demo_store(demo_dir: tuple[Path, str]) -> FileSystemTraceStore:
 @pytest.fixture
 def demo_root(demo_dir: tuple[Path, str]) -> str:
     return demo_dir[1]
-
-
-async def add_trace(store: InMemoryTraceStore, trace_id: str, *, parent: str | None = None, status: str = "completed",
-                    agent_type: str = "main", context: dict[str, Any] | None = None, messages: int = 2) -> str:
-    """Create a trace with a root goal and `messages` alternating assistant/tool messages."""
-    await store.create_trace(Trace.create(trace_id=trace_id, task=f"task of {trace_id}", parent_trace_id=parent,
-                                          agent_type=agent_type, context=context or {}))
-    await store.add_goal(trace_id, Goal(id="1", description=f"goal of {trace_id}"))
-    for i in range(messages):
-        if i % 2 == 0:
-            message = Message.create(trace_id=trace_id, role="assistant", goal_id="1", prompt_tokens=10, completion_tokens=5,
-                                     cost=0.001, content={"text": None, "tool_calls": [
-                                         {"id": f"c{i}", "name": "read_file", "arguments": {"path": "a.txt"}}]})
-        else:
-            message = Message.create(trace_id=trace_id, role="tool", goal_id="1", tool_call_id=f"c{i - 1}",
-                                     tool_name="read_file", content="hello", metadata={"is_error": False})
-        await store.add_message(message)
-    await store.update_trace(trace_id, status=status)
-    return trace_id
-
-
-ROOT = "11111111-2222-4333-8444-555555555555"
-CHILD = f"{ROOT}@delegate-20261129120000-001"
-VALIDATOR = f"{CHILD}@validator-20261129120001-001"
 
 
 @pytest.fixture

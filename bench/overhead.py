@@ -46,7 +46,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cyber_agent.core.config import RunConfig  # noqa: E402
-from cyber_agent.core.runner import AgentRunner  # noqa: E402
+from cyber_agent.core.runner import AgentRunner, RunResult  # noqa: E402
 from cyber_agent.llm.fakes import ScriptedModel  # noqa: E402
 from cyber_agent.llm.types import DeltaCallback, LLMResponse, ToolCall  # noqa: E402
 from cyber_agent.tools.registry import ToolRegistry  # noqa: E402
@@ -155,7 +155,7 @@ def cyber_agent_case(store: str, *, tmp_root: str, scripted: bool = False) -> Ru
     return run
 
 
-async def _check_cyber_agent(result: Any, steps: int, store: str, directory: str) -> None:
+async def _check_cyber_agent(result: RunResult, steps: int, store: str, directory: str) -> None:
     if result.status != "completed" or result.answer != ANSWER:
         raise AssertionError(f"run ended {result.status!r} with answer {result.answer!r}: {result.trace.error_message}")
     tools = [m for m in result.messages if m.role == "tool"]

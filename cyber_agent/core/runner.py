@@ -302,7 +302,7 @@ class AgentRunner:
             started = time.perf_counter()
             try:
                 response = await self._call_model(prepared, llm, model, schemas, config)
-            except BudgetExceededError as exc:
+            except CyberAgentError as exc:  # budget refusals and unreadable usage end the run, closed
                 yield await self._finish(prepared, "failed", error=str(exc))
                 return
             except CyberAgentError as exc:
@@ -326,10 +326,14 @@ class AgentRunner:
             self._progress("cost", prepared, cost_usd=prepared.cost, tokens=prepared.prompt_tokens + prepared.completion_tokens)
             overrun = None
             if prepared.budget is not None:
-                overrun = await prepared.budget.book_llm_usage(
-                    prompt_tokens=response.usage.prompt_tokens, completion_tokens=response.usage.completion_tokens,
-                    cost_usd=response.cost,
-                )
+                try:
+                    overrun = await prepared.budget.book_llm_usage(
+                        prompt_tokens=response.usage.prompt_tokens, completion_tokens=response.usage.completion_tokens,
+                        cost_usd=response.cost,
+                    )
+                except CyberAgentError as exc:
+                    yield await self._finish(prepared, "failed", error=f"could not book usage: {exc}")
+                    return
             halt = self._halt_reason(prepared)
             if halt is not None:
                 # The in-flight response is recorded; its tool calls are not executed.
@@ -360,7 +364,7 @@ class AgentRunner:
                     if message.tool_name in STATE_TOOLS:
                         refresh = True
                         schemas = await self._refresh(prepared)
-            except BudgetExceededError as exc:
+            except CyberAgentError as exc:  # budget refusals and unreadable usage end the run, closed
                 yield await self._finish(prepared, "failed", error=str(exc))
                 return
             if refresh:

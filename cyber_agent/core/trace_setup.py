@@ -25,7 +25,14 @@ from cyber_agent.trace.models import Message, Trace
 if TYPE_CHECKING:
     from cyber_agent.core.runner import AgentRunner
 
-__all__ = ["ChildSetup", "PreparedRun", "effective_config", "prepare_run"]
+__all__ = ["RUNNER_OWNED_CONTEXT", "ChildSetup", "PreparedRun", "effective_config", "prepare_run"]
+
+RUNNER_OWNED_CONTEXT = frozenset({
+    "agent_mode", "agent_mode_revision", "agent_depth", "root_trace_id", "created_by_tool", "validation_scope",
+    "validation_target", "validation_criteria", "web_evidence_enabled", "tool_snapshot", "task_protocol",
+    "child_count", "context_access", "resource_budget", "root_task_anchor", "root_task_anchor_hash",
+    "validator_models", "validator_search", "child_execution", "run_config_snapshot", "side_branches",
+})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -70,7 +77,7 @@ class PreparedRun:
     @property
     def is_validator(self) -> bool:
         """True for validator traces."""
-        return self.trace.context.get("created_by_tool") == "validator"
+        return self.trace.parent_trace_id is not None and self.trace.context.get("created_by_tool") == "validator"
 
 
 async def effective_config(store: Any, config: RunConfig) -> RunConfig:
@@ -190,7 +197,8 @@ async def _prepare_new(
     task = _task_text(messages)
     if task is None:
         raise ConfigurationError("messages", "a new run needs at least one user message with the task")
-    context = dict(config.context)
+    # Runner-owned keys never come from a caller's context (A6, A9): they are written below.
+    context = {k: v for k, v in config.context.items() if k not in RUNNER_OWNED_CONTEXT}
     trace = Trace.create(
         trace_id=config.new_trace_id, mode="agent", task=task, parent_trace_id=config.parent_trace_id,
         parent_goal_id=config.parent_goal_id, agent_type=config.agent_type, name=config.name, uid=config.uid,

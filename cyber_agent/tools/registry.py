@@ -377,7 +377,8 @@ def _describe_validation_error(spec: ToolSpec, exc: ValidationError) -> str:
         loc = ".".join(str(part) for part in error["loc"]) or "(arguments)"
         detail = error["msg"]
         if error["type"] == "extra_forbidden":
-            detail = f"unexpected argument; accepted: {', '.join(properties) or 'none'}"
+            accepted = _accepted_fields(spec.parameters, error["loc"]) if len(error["loc"]) > 1 else list(properties)
+            detail = f"unexpected argument; accepted: {', '.join(accepted) or 'none'}"
         elif error["type"] != "missing":
             detail += f" (got {_short(error.get('input'))})"
         expected = _expected_type(properties.get(str(error["loc"][0]))) if error["loc"] else None
@@ -385,6 +386,16 @@ def _describe_validation_error(spec: ToolSpec, exc: ValidationError) -> str:
             detail += f"; expected {expected}"
         lines.append(f"- {loc}: {detail}")
     return "\n".join(lines)
+
+
+def _accepted_fields(schema: dict[str, Any], loc: tuple[Any, ...]) -> list[str]:
+    """Fields of the nested model an unexpected key was found in (union branches name it in `loc`)."""
+    defs = schema.get("$defs", {})
+    for part in reversed(loc[:-1]):
+        name = str(part).removeprefix("list[").removesuffix("]")
+        if name in defs:
+            return list(defs[name].get("properties", {}))
+    return list(schema.get("properties", {}))
 
 
 def _expected_type(prop: dict[str, Any] | None) -> str | None:

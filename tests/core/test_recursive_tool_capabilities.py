@@ -163,9 +163,6 @@ async def test_custom_context_cannot_override_mode_depth_lineage_or_tool_rights(
     assert "agent" in model.offered["child"][0]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "trace_setup._prepare_new copies RunConfig.context verbatim, so created_by_tool='validator' on a root "
-    "makes PreparedRun.is_validator true and the root's answer completes without the root validator"))
 async def test_custom_context_cannot_make_a_root_skip_its_root_validator():
     model = TreeModel()
     runner, store = make_runner(model.llm)
@@ -173,8 +170,6 @@ async def test_custom_context_cannot_make_a_root_skip_its_root_validator():
     assert result.status == "completed" and model.calls[VALIDATOR] == 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "trace_setup._prepare_new copies RunConfig.context verbatim, so a custom child_count lowers the quota count"))
 async def test_custom_context_cannot_lower_the_child_quota_count():
     model = TreeModel({ROOT: [delegate(*[brief(f"child {i}") for i in range(7)])]})
     runner, store = make_runner(model.llm)

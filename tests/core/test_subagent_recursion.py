@@ -200,9 +200,6 @@ async def test_a_malformed_task_brief_is_a_tool_error_naming_the_problem_and_cre
     assert await children_of(store, result.trace.trace_id) == [] and model.calls["fine"] == 0
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "registry lists the agent tool's own arguments (task, task_brief, continue_from) as what task_brief "
-    "accepts; it should list the TaskBrief fields"))
 async def test_an_unknown_task_brief_field_is_answered_with_the_fields_a_brief_accepts():
     model = TreeModel({ROOT: [delegate({"objective": "o", "completion_criteria": ["x"], "colour": "red"})]})
     runner, _ = make_runner(model.llm)

@@ -135,8 +135,13 @@ async def _start(
     finally:
         os.close(write_fd)  # the child has its own copy; EOF comes when every writer is gone
     reader = asyncio.StreamReader(limit=_CHUNK)
-    transport, _ = await asyncio.get_running_loop().connect_read_pipe(
-        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0))
+    try:
+        transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", buffering=0))
+    except BaseException:
+        # A cancellation that lands here must not orphan the command that is already running.
+        _kill_group(proc)
+        raise
     return proc, transport, reader
 
 

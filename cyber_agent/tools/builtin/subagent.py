@@ -64,6 +64,7 @@ async def agent(
 async def _run_agents(ctx: ToolContext, tasks: list[str], mode: str) -> str:
     """Create and run one sub-trace per task, in parallel; return the merged summary."""
     from cyber_agent.core.config import RunConfig
+    from cyber_agent.core.trace_setup import ChildSetup
 
     depth = int(ctx.extra.get("agent_depth", 0))
     if depth + 1 > _MAX_LEGACY_DEPTH:
@@ -88,9 +89,10 @@ async def _run_agents(ctx: ToolContext, tasks: list[str], mode: str) -> str:
             model=parent_config.model, temperature=parent_config.temperature,
             max_iterations=parent_config.max_iterations, tools=child_tools, agent_type=mode,
             parent_trace_id=ctx.trace_id, parent_goal_id=ctx.goal_id, new_trace_id=child_id,
-            workspace=str(ctx.workspace), context={"created_by_tool": "agent"},
+            workspace=str(ctx.workspace),
         )
-        result = await runner.run_result([{"role": "user", "content": child_task}], config)
+        setup = ChildSetup(tool_snapshot=frozenset(child_tools), context={"created_by_tool": "agent"})
+        result = await runner.run_result([{"role": "user", "content": child_task}], config, child=setup)
         trace = result.trace
         summary = result.answer if result.answer is not None else f"({trace.status}: {trace.error_message or 'no answer'})"
         await store.append_event(ctx.trace_id, "sub_trace_completed", {

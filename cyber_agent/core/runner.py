@@ -239,7 +239,9 @@ class AgentRunner:
         return runtime_tool_names(self.tool_registry.names(), config.tools, trace)
 
     def _tool_context(self, prepared: PreparedRun, config: RunConfig, call_id: str) -> ToolContext:
-        workspace = Path(config.workspace) if config.workspace else (self.workspace or Path.cwd())
+        workspace = prepared.workspace
+        if workspace is None:
+            workspace = prepared.workspace = Path(config.workspace) if config.workspace else (self.workspace or Path.cwd())
         return ToolContext(
             trace_id=prepared.trace.trace_id,
             store=self.trace_store,

@@ -68,6 +68,7 @@ class PreparedRun:
     completion_tokens: int = 0
     cost: float = 0.0
     tool_names: list[str] = field(default_factory=list)
+    workspace: Any = None
 
     @property
     def mode(self) -> str:

@@ -8,7 +8,6 @@ request they receive.
 from __future__ import annotations
 
 import asyncio
-import copy
 import inspect
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -38,7 +37,12 @@ ModelFunction: TypeAlias = Callable[..., _Answer | Awaitable[_Answer]]
 
 @dataclass(frozen=True, kw_only=True)
 class ModelRequest:
-    """One request a fake model received, deep-copied so later mutation cannot rewrite it."""
+    """One request a fake model received.
+
+    The message list is copied (appending to the history later does not change the record);
+    the message dicts themselves are shared, as the runner never mutates a message once sent.
+    A deep copy per call made long scripted runs quadratic in time.
+    """
 
     messages: list[dict[str, Any]]
     model: str
@@ -49,8 +53,8 @@ class ModelRequest:
     def capture(cls, messages: list[dict[str, Any]], model: str, tools: list[dict[str, Any]] | None,
                 temperature: float | None) -> ModelRequest:
         """Snapshot the arguments of one call."""
-        return cls(messages=copy.deepcopy(list(messages)), model=model,
-                   tools=copy.deepcopy(list(tools)) if tools is not None else None, temperature=temperature)
+        return cls(messages=list(messages), model=model,
+                   tools=list(tools) if tools is not None else None, temperature=temperature)
 
     @property
     def last_message(self) -> dict[str, Any] | None:

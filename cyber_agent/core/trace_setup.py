@@ -213,15 +213,17 @@ async def _prepare_new(
     trace.context.update(policy.context_fields(root_trace_id=root_id or trace.trace_id, depth=depth))
     trace.context["run_config_snapshot"] = config.behaviour_snapshot()
     allowed = runner._get_runtime_tool_names(config, trace)
-    await store.create_trace(trace)
-    if policy.is_recursive and config.parent_trace_id is None:
-        await (await runner.budget_for(trace)).initialize()
+    # The root goal exists, in progress and in focus, from the first write on (fewer store calls per run).
     tree = GoalTree(mission=task, cascade_completion=policy.cascade_completion)
     root_goal = tree.add(_goal_title(task))
-    await store.update_goal_tree(trace.trace_id, GoalTree(mission=task, cascade_completion=policy.cascade_completion))
-    await store.add_goal(trace.trace_id, root_goal)
-    await store.update_goal(trace.trace_id, root_goal.id, status="in_progress")
-    trace = await store.update_trace(trace.trace_id, current_goal_id=root_goal.id)
+    root_goal.status = "in_progress"
+    tree.current_id = root_goal.id
+    trace.current_goal_id = root_goal.id
+    await store.create_trace(trace)
+    await store.update_goal_tree(trace.trace_id, tree)
+    await store.append_event(trace.trace_id, "goal_added", {"goal": root_goal.model_dump(mode="json")})
+    if policy.is_recursive and config.parent_trace_id is None:
+        await (await runner.budget_for(trace)).initialize()
 
     custom = config.system_prompt
     if custom is None and messages and messages[0].get("role") == "system":

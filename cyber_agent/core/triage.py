@@ -21,7 +21,7 @@ import re
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -49,7 +49,6 @@ __all__ = [
 
 TriageAction = Literal["drop", "notify", "react", "full_run"]
 """What to do with an event: ignore it, tell the user, react briefly, or run the full agent."""
-_ACTIONS: tuple[str, ...] = get_args(TriageAction)
 # Names the original harness used (acknowledge, escalate) and common spellings map onto ours.
 _ACTION_ALIASES = {"acknowledge": "notify", "ack": "notify", "escalate": "full_run", "fullrun": "full_run"}
 

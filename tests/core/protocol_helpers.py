@@ -288,10 +288,12 @@ def pending_block(messages: Messages, child_id: str) -> str:
 
 
 async def goal_statuses(store: TraceStore, trace_id: str, goal_id: str = "1") -> list[str]:
-    """Statuses a goal went through, from its `goal_updated` events."""
+    """Statuses a goal went through: its status when added, then its `goal_updated` events."""
     events = await store.get_events(trace_id)
-    return [e.payload["patch"]["status"] for e in events
-            if e.type == "goal_updated" and e.payload["goal_id"] == goal_id and "status" in e.payload["patch"]]
+    statuses = [e.payload["goal"]["status"] for e in events
+                if e.type == "goal_added" and e.payload["goal"]["id"] == goal_id]
+    return statuses + [e.payload["patch"]["status"] for e in events
+                       if e.type == "goal_updated" and e.payload["goal_id"] == goal_id and "status" in e.payload["patch"]]
 
 
 async def pending_of(turn: Turn) -> list[str]:

@@ -47,6 +47,13 @@ async def test_cheap_model_json_decides_and_sees_the_event():
     assert prompt.startswith("SOURCE: github\nKIND: webhook\nNAME: push\nPAYLOAD:\n") and '"pr": 7' in prompt
 
 
+async def test_a_large_payload_is_cut_for_the_prompt_with_a_marker():
+    with ScriptedModel([decision_json("drop")]) as cheap:
+        await Triage(cheap, "tiny").classify(event({"log": "é" * 10_000}))
+    prompt = cheap.requests[0].messages[1]["content"]
+    assert len(prompt.encode()) < 8500 and "\n[...truncated " in prompt and prompt.endswith(" bytes]")
+
+
 @pytest.mark.parametrize(("reply", "action"), [
     ('Sure. {"action": "DROP", "reason": "heartbeat",}', "drop"),
     ('{"action": "acknowledge", "reason": "fyi"}', "notify"),

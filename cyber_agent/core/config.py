@@ -60,6 +60,14 @@ class RunConfig(BaseModel):
     """Mode of a new root; None reads `AGENT_MODE` from the environment (A1). Ignored for existing trees."""
     root_task_anchor: dict[str, Any] | None = None
     """Recursive roots: {objective, completion_criteria, constraints} (A3)."""
+    tool_dialect: Literal["auto", "native", "xml", "pformat"] = "auto"
+    """How tool calls travel (H3): auto picks per provider and model; an injected llm_call is native unless set."""
+    context_window: int = 128_000
+    """Tokens the model can take; the context guard compacts near it (0 disables the guard)."""
+    tool_result_max_bytes: int = 16_384
+    """Byte budget of one tool result as the model sees it (0: no budget)."""
+    summarize_tool_results: bool = True
+    """Summarize results over the budget with a summarizer call before truncating (H5)."""
     child_execution_mode: Literal["sequential", "parallel"] = "sequential"
     """Recursive: how one batch of children runs."""
     max_parallel_children: int = 2

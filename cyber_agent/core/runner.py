@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from cyber_agent.core.approvals import open_batch
+from cyber_agent.core.archetypes import ArchetypeRegistry
 from cyber_agent.core.config import RunConfig
 from cyber_agent.core.dispatch import run_tool_call
+from cyber_agent.core.harness import RunHarness, wrap_dialect
 from cyber_agent.core.hooks import LoopState, PostTurnHook, ProgressEvent, StopHook, TurnSnapshot
 from cyber_agent.core.protocol_flow import STATE_TOOLS, on_final_text
 from cyber_agent.core.resource_budget import ResourceBudget, ResourceBudgetController
@@ -80,6 +82,7 @@ class AgentRunner:
         stop_hooks: Sequence[StopHook] = (),
         post_turn_hooks: Sequence[PostTurnHook] = (),
         on_progress: Callable[[ProgressEvent], None] | None = None,
+        archetypes: ArchetypeRegistry | None = None,
     ) -> None:
         self.trace_store = trace_store
         self.llm_call = llm_call
@@ -93,6 +96,15 @@ class AgentRunner:
         self._budgets: dict[str, ResourceBudgetController] = {}
         self._locks: dict[str, asyncio.Lock] = {}
         self._fences: dict[str, str] = {}
+        self._providers: dict[int, str] = {}
+        self._archetypes = archetypes
+
+    @property
+    def archetypes(self) -> ArchetypeRegistry:
+        """Agent archetypes: built-ins plus the workspace's `.cyber_agent/agents/` (loaded on first use)."""
+        if self._archetypes is None:
+            self._archetypes = ArchetypeRegistry.load(self.workspace)
+        return self._archetypes
 
     # ---- public API ---------------------------------------------------------------------
     async def run(
@@ -100,6 +112,10 @@ class AgentRunner:
     ) -> AsyncIterator[RunEvent]:
         """Run (or continue) a trace, yielding the Trace at start and end and every new Message."""
         config = await effective_config(self.trace_store, config or RunConfig())
+        if config.trace_id is None:
+            definition = self.archetypes.get(config.agent_type)
+            if definition is not None:  # an archetype fills prompt, tools and limits the caller left open (H7)
+                config = definition.apply_to(config, self.tool_registry.names())
         if child is not None and child.context.get("created_by_tool") == "validator":
             llm, model = self._validator_llm(config)
         else:
@@ -227,6 +243,7 @@ class AgentRunner:
         from cyber_agent.llm.resolve import resolve_llm
 
         resolved = resolve_llm(config.model)
+        self._providers[id(resolved.llm_call)] = resolved.provider
         return resolved.llm_call, resolved.model
 
     def _validator_llm(self, config: RunConfig) -> tuple[LLMCall, str]:
@@ -289,6 +306,8 @@ class AgentRunner:
 
     async def _loop(self, prepared: PreparedRun, config: RunConfig, llm: LLMCall, model: str) -> AsyncIterator[RunEvent]:
         trace_id = prepared.trace.trace_id
+        prepared.harness = RunHarness(llm=llm, model=model, config=config, budget=prepared.budget)
+        llm = wrap_dialect(llm, provider=self._providers.get(id(llm)), model=model, override=config.tool_dialect)
         prepared.static_allowed = prepared.allowed
         schemas = await self._refresh(prepared)
         if prepared.resume_batch is not None:
@@ -301,6 +320,11 @@ class AgentRunner:
                 yield await self._finish(prepared, "stopped", error=halt)
                 return
             self._progress("iteration", prepared)
+            try:
+                await prepared.harness.compact(prepared, self.trace_store)
+            except CyberAgentError as exc:
+                yield await self._finish(prepared, "failed", error=f"context compaction failed: {exc}")
+                return
             started = time.perf_counter()
             try:
                 response = await self._call_model(prepared, llm, model, schemas, config)
@@ -416,6 +440,8 @@ class AgentRunner:
                 )
                 content, is_error = outcome.result.content, outcome.result.is_error
                 duration, meta = outcome.duration_ms, dict(outcome.result.metadata)
+                content, shaped = await prepared.harness.shape(prepared, self.trace_store, call.name, content, is_error)
+                meta.update(shaped)
             tool_message = Message.create(
                 trace_id=trace_id, role="tool", goal_id=prepared.goal_id, tool_call_id=call.id,
                 tool_name=call.name, content=content, parent_sequence=prepared.head,

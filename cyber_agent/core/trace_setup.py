@@ -69,6 +69,7 @@ class PreparedRun:
     cost: float = 0.0
     tool_names: list[str] = field(default_factory=list)
     workspace: Any = None
+    harness: Any = None
 
     @property
     def mode(self) -> str:

@@ -61,8 +61,9 @@ class DemoModel:
         on_delta: DeltaCallback | None = None,
     ) -> LLMResponse:
         """Decide the next step from the conversation so far."""
+        digest = _digest_request(messages)
         state = _read_state(messages, tools or [])
-        text, calls = _decide(state)
+        text, calls = (digest, []) if digest is not None else _decide(state)
         if on_delta is not None and text:
             on_delta(text)
         tool_calls = [ToolCall(id=f"call_{state.turn}_{i}", name=n, arguments=a) for i, (n, a) in enumerate(calls)]
@@ -73,6 +74,18 @@ class DemoModel:
             usage=Usage(prompt_tokens=prompt // 4 + 1, completion_tokens=completion // 4 + 1, cost_usd=0.0),
             finish_reason="tool_calls" if tool_calls else "stop",
         )
+
+
+def _digest_request(messages: list[dict[str, Any]]) -> str | None:
+    """Summarizer and compaction requests get an extractive digest (the demo model cannot paraphrase)."""
+    user = next((str(m.get("content") or "") for m in messages if m.get("role") == "user"), "")
+    match = re.search(r"--- BEGIN(?: HISTORY)? ---\n(.*)\n--- END(?: HISTORY)? ---", user, re.S)
+    if match is None:
+        return None
+    lines = [line for line in match.group(1).splitlines() if line.strip()]
+    head = lines[:20]
+    rest = len(lines) - len(head)
+    return "\n".join(["Extractive digest (first lines kept verbatim):", *head] + ([f"[... {rest} more lines not kept]"] if rest > 0 else []))
 
 
 def _read_state(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> _State:

@@ -18,8 +18,11 @@ $(STAMP): pyproject.toml | $(BIN)/python
 demo: $(STAMP)
 	$(BIN)/cyber-agent demo
 
+NBVAL := --nbval-lax --nbval-current-env --nbval-cell-timeout=120 $(if $(wildcard notebooks/sanitize.cfg),--nbval-sanitize-with notebooks/sanitize.cfg,)
+
 test: $(STAMP)
-	$(BIN)/python -m pytest -q tests $(if $(wildcard notebooks/*.ipynb),&& $(BIN)/python -m pytest -q --nbval-lax --nbval-current-env --nbval-cell-timeout=120 notebooks,)
+	$(BIN)/python -m pytest -q tests
+	$(if $(wildcard notebooks/*.ipynb),$(BIN)/python -m pytest -q $(NBVAL) notebooks,)
 
 bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'

@@ -19,14 +19,13 @@ from typing import Any
 from cyber_agent.core.approvals import open_batch
 from cyber_agent.core.archetypes import ArchetypeRegistry
 from cyber_agent.core.config import RunConfig
-from cyber_agent.core.dispatch import run_tool_call
 from cyber_agent.core.harness import RunHarness, wrap_dialect
-from cyber_agent.core.hooks import LoopState, PostTurnHook, ProgressEvent, StopHook, TurnSnapshot
+from cyber_agent.core.turn_tools import execute_calls, needs_approval, resume_batch, run_post_turn_hooks, stop_hook_reason
+from cyber_agent.core.hooks import PostTurnHook, ProgressEvent, StopHook
 from cyber_agent.core.protocol_flow import STATE_TOOLS, on_final_text
 from cyber_agent.core.resource_budget import ResourceBudget, ResourceBudgetController
 from cyber_agent.core.stop import StopRegistry
-from cyber_agent.core.tool_rights import WEB_TOOLS, runtime_tool_names, tighten_by_state
-from cyber_agent.core.validator_web import VALIDATION_METERED
+from cyber_agent.core.tool_rights import runtime_tool_names, tighten_by_state
 from cyber_agent.core.trace_setup import ChildSetup, PreparedRun, effective_config, prepare_run
 from cyber_agent.errors import BudgetExceededError, CyberAgentError, RunError
 from cyber_agent.llm.types import LLMCall, LLMResponse
@@ -130,7 +129,7 @@ class AgentRunner:
                 yield message
             async for event in self._loop(prepared, config, llm, model):
                 yield event
-            await self._post_turn(prepared, time.perf_counter() - started)
+            await run_post_turn_hooks(self, prepared, time.perf_counter() - started)
         except asyncio.CancelledError:
             await self._finish(prepared, "stopped", error="run cancelled")
             raise
@@ -189,25 +188,6 @@ class AgentRunner:
     def _progress(self, kind: str, prepared: PreparedRun, **data: Any) -> None:
         if self.on_progress is not None:
             self.on_progress(ProgressEvent(kind=kind, trace_id=prepared.trace.trace_id, iteration=prepared.iterations, data=data))  # type: ignore[arg-type]
-
-    async def _post_turn(self, prepared: PreparedRun, duration_s: float) -> None:
-        if not self.post_turn_hooks:
-            return
-        trace = prepared.trace
-        snapshot = TurnSnapshot(
-            trace_id=trace.trace_id, status=trace.status, answer=trace.result_summary, iterations=prepared.iterations,
-            tool_calls=list(prepared.tool_names), duration_s=duration_s, prompt_tokens=prepared.prompt_tokens,
-            completion_tokens=prepared.completion_tokens, cost_usd=prepared.cost, messages=list(prepared.history),
-        )
-        for hook in self.post_turn_hooks:
-            try:
-                await hook.after_turn(snapshot)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # noqa: BLE001 - a failing hook never fails the run
-                await self.trace_store.append_event(trace.trace_id, "progress", {
-                    "post_turn_hook": getattr(hook, "name", type(hook).__name__), "error": f"{type(exc).__name__}: {exc}",
-                })
 
     def running(self) -> list[str]:
         """Ids of traces running in this process."""
@@ -311,11 +291,11 @@ class AgentRunner:
         prepared.static_allowed = prepared.allowed
         schemas = await self._refresh(prepared)
         if prepared.resume_batch is not None:
-            async for message in self._resume_batch(prepared, config):
+            async for message in resume_batch(self, prepared, config):
                 yield message
             schemas = await self._refresh(prepared)
         for _ in range(config.max_iterations):
-            halt = self._halt_reason(prepared) or self._stop_hook_reason(prepared)
+            halt = self._halt_reason(prepared) or stop_hook_reason(self, prepared)
             if halt is not None:
                 yield await self._finish(prepared, "stopped", error=halt)
                 return
@@ -328,7 +308,7 @@ class AgentRunner:
             started = time.perf_counter()
             try:
                 response = await self._call_model(prepared, llm, model, schemas, config)
-            except CyberAgentError as exc:  # budget refusals and unreadable usage end the run, closed
+            except BudgetExceededError as exc:
                 yield await self._finish(prepared, "failed", error=str(exc))
                 return
             except CyberAgentError as exc:
@@ -377,7 +357,7 @@ class AgentRunner:
                     yield await self._finish(prepared, status, answer=answer, error=error)
                     return
                 continue
-            if self._needs_approval(prepared, response.tool_calls):
+            if needs_approval(self, prepared, response.tool_calls):
                 await open_batch(self.trace_store, self.tool_registry, trace_id, assistant.message_id, response.tool_calls)
                 trace = await self.trace_store.update_trace(trace_id, head_sequence=prepared.head, current_goal_id=prepared.goal_id)
                 prepared.trace = trace
@@ -385,7 +365,7 @@ class AgentRunner:
                 return
             refresh = False
             try:
-                async for message in self._execute(prepared, config, [(c, c.arguments, None) for c in response.tool_calls]):
+                async for message in execute_calls(self, prepared, config, [(c, c.arguments, None) for c in response.tool_calls]):
                     yield message
                     if message.tool_name in STATE_TOOLS:
                         refresh = True
@@ -401,82 +381,6 @@ class AgentRunner:
         yield await self._finish(
             prepared, "stopped", error=f"max_iterations ({config.max_iterations}) reached without a final answer"
         )
-
-    def _stop_hook_reason(self, prepared: PreparedRun) -> str | None:
-        state = LoopState(trace_id=prepared.trace.trace_id, iteration=prepared.iterations, cost_usd=prepared.cost,
-                          tool_calls=len(prepared.tool_names))
-        for hook in self.stop_hooks:
-            reason = hook.check(state)
-            if reason is not None:
-                return f"stop hook {hook.name}: {reason}"
-        return None
-
-    def _needs_approval(self, prepared: PreparedRun, calls: list[Any]) -> bool:
-        for call in calls:
-            spec = self.tool_registry.get(call.name)
-            if spec is not None and spec.requires_confirmation and call.name in prepared.allowed:
-                return True
-        return False
-
-    async def _execute(
-        self, prepared: PreparedRun, config: RunConfig, calls: list[tuple[Any, dict[str, Any], str | None]]
-    ) -> AsyncIterator[Message]:
-        """Run tool calls in order (a rejection reason instead of arguments skips the call), persisting each result."""
-        trace_id = prepared.trace.trace_id
-        for call, arguments, rejected in calls:
-            if self._halt_reason(prepared) is not None:
-                return
-            self._progress("tool_started", prepared, tool=call.name, call_id=call.id)
-            metered = prepared.is_validator and prepared.budget is not None and call.name != "submit_validation"
-            if metered and rejected is None and call.name not in WEB_TOOLS:
-                # Reserve the validator's tool call before it runs; a refusal stops the validator.
-                await prepared.budget.record_validation_work(tool_calls=1)
-            if rejected is not None:
-                content, is_error, duration, meta = rejected, True, 0.0, {"rejected": True}
-            else:
-                outcome = await run_tool_call(
-                    call.model_copy(update={"arguments": arguments}), registry=self.tool_registry,
-                    allowed=prepared.allowed, context=self._tool_context(prepared, config, call.id),
-                )
-                content, is_error = outcome.result.content, outcome.result.is_error
-                duration, meta = outcome.duration_ms, dict(outcome.result.metadata)
-                content, shaped = await prepared.harness.shape(prepared, self.trace_store, call.name, content, is_error)
-                meta.update(shaped)
-            tool_message = Message.create(
-                trace_id=trace_id, role="tool", goal_id=prepared.goal_id, tool_call_id=call.id,
-                tool_name=call.name, content=content, parent_sequence=prepared.head,
-                duration_ms=duration, branch=prepared.branch, metadata={"is_error": is_error, **meta},
-            )
-            yield await self._persist(prepared, tool_message)
-            prepared.tool_names.append(call.name)
-            spec = self.tool_registry.get(call.name)
-            for hook in self.stop_hooks:
-                hook.record_tool_call(call.name, bool(spec and spec.side_effects) and rejected is None)
-            self._progress("tool_finished", prepared, tool=call.name, call_id=call.id, is_error=is_error)
-            if metered and not meta.get(VALIDATION_METERED):
-                await prepared.budget.record_validation_work(material_chars=len(content))
-
-    async def _resume_batch(self, prepared: PreparedRun, config: RunConfig) -> AsyncIterator[Message]:
-        """Execute a decided approval batch from the persisted assistant tool calls."""
-        from cyber_agent.core.approvals import save_batch
-
-        batch = prepared.resume_batch
-        assistant = await self.trace_store.get_message(batch.assistant_message_id)
-        calls = {c.id: c for c in (assistant.tool_calls if assistant else [])}
-        plan = []
-        for item in batch.calls:
-            call = calls[item.call_id]
-            if item.decision == "approve":
-                plan.append((call, {**call.arguments, **item.edited_arguments}, None))
-            else:
-                plan.append((call, call.arguments, f"rejected by the reviewer: {item.feedback or 'no reason given'}"))
-        batch.status = "executing"  # from here on a crash means unknown side effects (fail closed)
-        await save_batch(self.trace_store, batch)
-        async for message in self._execute(prepared, config, plan):
-            yield message
-        batch.status = "done"
-        await save_batch(self.trace_store, batch)
-        prepared.resume_batch = None
 
     async def _finish(self, prepared: PreparedRun, status: str, *, answer: str | None = None, error: str | None = None) -> Trace:
         store = self.trace_store

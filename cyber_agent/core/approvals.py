@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from cyber_agent.errors import ConflictError, InvalidUpdateError, NotFoundError
+from cyber_agent.errors import ConflictError, CorruptRecordError, InvalidUpdateError, NotFoundError
 from cyber_agent.llm.types import ToolCall
 from cyber_agent.tools.registry import ToolRegistry
 from cyber_agent.trace.models import utc_now
@@ -82,8 +82,6 @@ async def _load(store: TraceStore, trace_id: str) -> list[ApprovalBatch]:
     try:
         return [ApprovalBatch.model_validate(b) for b in state.get("batches", [])]
     except ValidationError as exc:
-        from cyber_agent.errors import CorruptRecordError
-
         raise CorruptRecordError(f"{trace_id}/tool_approvals.json", f"invalid approval batch: {exc.errors()[0]['msg']}") from None
 
 
@@ -166,7 +164,13 @@ async def recover_approvals(store: TraceStore) -> dict[str, str]:
     """After a restart: fail closed on batches whose execution had started; report every open batch's state."""
     states: dict[str, str] = {}
     for trace in await store.list_traces(limit=None):
-        batch = await current_batch(store, trace.trace_id)
+        try:
+            batch = await current_batch(store, trace.trace_id)
+        except CorruptRecordError:
+            # One unreadable file must not stop recovery of the others; the runner still refuses to
+            # continue this trace, because it cannot read its approval state either.
+            states[trace.trace_id] = "corrupt"
+            continue
         if batch is None or batch.status in ("done", "cancelled"):
             continue
         if batch.status == "executing":

@@ -8,6 +8,7 @@ of row tuples in schema order.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 from cyber_agent.notebook.records import TraceRecord, parse_time
@@ -124,8 +125,17 @@ def trace_rows(records: Sequence[TraceRecord], index: TreeIndex, names: Sequence
     return cols
 
 
+# Every field a persisted message has; older or foreign records missing some get these defaults.
+_MESSAGE_DEFAULTS: dict[str, Any] = {
+    "message_id": None, "sequence": 0, "role": None, "goal_id": None, "content": None, "tool_call_id": None,
+    "tool_name": None, "parent_sequence": None, "branch": None, "description": None, "prompt_tokens": 0,
+    "completion_tokens": 0, "cached_tokens": 0, "cost": 0.0, "duration_ms": None, "metadata": None,
+    "created_at": None,
+}
+
+
 def _main_path(messages: list[dict[str, Any]], head: int) -> set[int]:
-    parents = {m.get("sequence"): m.get("parent_sequence") for m in messages}
+    parents = {m["sequence"]: m["parent_sequence"] for m in messages}
     path: set[int] = set()
     sequence: int | None = head or None
     while sequence is not None and sequence not in path and sequence in parents:
@@ -134,53 +144,85 @@ def _main_path(messages: list[dict[str, Any]], head: int) -> set[int]:
     return path
 
 
-def message_and_call_rows(
-    records: Sequence[TraceRecord], message_names: Sequence[str], call_names: Sequence[str]
-) -> tuple[Rows, Rows]:
-    """One row per message, and one row per tool call (joined to its result message).
+_SIMPLE_FIELDS = (
+    "message_id", "sequence", "role", "goal_id", "parent_sequence", "branch", "tool_call_id", "tool_name",
+    "description", "prompt_tokens", "completion_tokens", "cached_tokens", "cost", "duration_ms", "created_at",
+)
+_simple = itemgetter(*_SIMPLE_FIELDS)
 
-    Rows are tuples in the order of `SCHEMAS["messages"]` / `SCHEMAS["tool_calls"]` (checked
-    by the frame builder): this loop runs once per message, so it stays flat.
+
+def message_and_call_rows(records: Sequence[TraceRecord]) -> tuple[Columns, Rows]:
+    """Columns of the messages frame, and one row per tool call (joined to its result message).
+
+    The messages frame is the big one (100k rows are common), so plain fields are gathered with
+    one `itemgetter` map per trace and a transpose, both in C; only derived fields loop in Python.
     """
-    msgs: Rows = []
+    columns: Columns = {name: [] for name in _SIMPLE_FIELDS}
+    derived: Columns = {name: [] for name in (
+        "trace_id", "on_main_path", "text", "n_tool_calls", "tool_call_names", "is_error", "model")}
     calls: Rows = []
     for record in records:
-        trace_id = record.trace_id
-        main = _main_path(record.messages, int(record.trace.get("head_sequence") or 0))
-        results: dict[str, list[dict[str, Any]]] = {}
-        for message in record.messages:
-            if message.get("role") == "tool" and message.get("tool_call_id"):
-                results.setdefault(message["tool_call_id"], []).append(message)
-        for message in record.messages:
-            get = message.get
-            content = get("content")
+        messages = record.messages
+        try:
+            plain = list(zip(*map(_simple, messages)))
+        except KeyError:  # an older or foreign record without some fields
+            messages = [{**_MESSAGE_DEFAULTS, **m} for m in messages]
+            plain = list(zip(*map(_simple, messages)))
+        if not messages:
+            continue
+        for name, values in zip(_SIMPLE_FIELDS, plain):
+            columns[name].extend(values)
+        main = _main_path(messages, int(record.trace.get("head_sequence") or 0))
+        derived["trace_id"].extend([record.trace_id] * len(messages))
+        derived["on_main_path"].extend([m["sequence"] in main for m in messages])
+        text, n_calls, names = derived["text"], derived["n_tool_calls"], derived["tool_call_names"]
+        for m in messages:
+            content = m["content"]
             if isinstance(content, dict):
-                text, tool_calls = content.get("text"), content.get("tool_calls") or []
+                tool_calls = content.get("tool_calls") or ()
+                text.append(content.get("text"))
+                n_calls.append(len(tool_calls))
+                names.append(",".join([c.get("name", "") for c in tool_calls]) or None)
             else:
-                text, tool_calls = content, []
-            extra = get("metadata") or {}
-            prompt, completion = get("prompt_tokens", 0), get("completion_tokens", 0)
-            sequence = get("sequence", 0)
-            is_error = extra.get("is_error")
-            msgs.append((
-                trace_id, get("message_id"), sequence, get("role"), get("goal_id"), get("parent_sequence"), get("branch"),
-                sequence in main, text, len(tool_calls), ",".join(c.get("name", "") for c in tool_calls) or None,
-                get("tool_call_id"), get("tool_name"), bool(is_error) if is_error is not None else None,
-                get("description"), prompt, completion, get("cached_tokens", 0), prompt + completion, get("cost", 0.0),
-                get("duration_ms"), extra.get("model"), get("created_at"),
-            ))
-            for position, call in enumerate(tool_calls):
-                result = next((r for r in results.get(call.get("id"), []) if r.get("sequence", 0) > sequence), None)
-                result_meta = (result.get("metadata") or {}) if result else {}
-                result_text = result.get("content") if result else None
-                calls.append((
-                    trace_id, get("message_id"), sequence, position, call.get("id"), call.get("name"),
-                    call.get("arguments") or {}, result.get("sequence") if result else None,
-                    bool(result_meta.get("is_error")) if result else None,
-                    len(result_text) if isinstance(result_text, str) else None,
-                    result.get("duration_ms") if result else None, get("created_at"),
-                ))
-    return msgs, calls
+                text.append(content)
+                n_calls.append(0)
+                names.append(None)
+        extras = [m["metadata"] or {} for m in messages]
+        derived["is_error"].extend([None if (e := x.get("is_error")) is None else bool(e) for x in extras])
+        derived["model"].extend([x.get("model") for x in extras])
+        calls.extend(_call_rows(record.trace_id, messages))
+    columns.update(derived)
+    columns["total_tokens"] = [a + b for a, b in zip(columns["prompt_tokens"], columns["completion_tokens"])]
+    return columns, calls
+
+
+def _call_rows(trace_id: str, messages: list[dict[str, Any]]) -> Rows:
+    """Tool calls of one trace in schema order, each joined to the first later result with its id."""
+    results: dict[str, list[dict[str, Any]]] = {}
+    for message in messages:
+        if message["role"] == "tool" and message["tool_call_id"]:
+            results.setdefault(message["tool_call_id"], []).append(message)
+    rows: Rows = []
+    for message in messages:
+        content = message["content"]
+        if not isinstance(content, dict) or not content.get("tool_calls"):
+            continue
+        sequence = message["sequence"]
+        for position, call in enumerate(content["tool_calls"]):
+            result = None
+            for candidate in results.get(call.get("id"), ()):
+                if candidate["sequence"] > sequence:
+                    result = candidate
+                    break
+            if result is None:
+                joined: tuple[Any, ...] = (None, None, None, None)
+            else:
+                text = result["content"]
+                joined = (result["sequence"], bool((result["metadata"] or {}).get("is_error")),
+                          len(text) if isinstance(text, str) else None, result["duration_ms"])
+            rows.append((trace_id, message["message_id"], sequence, position, call.get("id"), call.get("name"),
+                         call.get("arguments") or {}, *joined, message["created_at"]))
+    return rows
 
 
 def goal_rows(records: Sequence[TraceRecord], names: Sequence[str]) -> Columns:
@@ -218,7 +260,11 @@ def goal_rows(records: Sequence[TraceRecord], names: Sequence[str]) -> Columns:
 
 
 def event_rows(records: Sequence[TraceRecord], names: Sequence[str]) -> Rows:
-    """One row per event (tuples in schema order); common payload fields are lifted into columns."""
+    """One row per event (tuples in schema order); common payload fields are lifted into columns.
+
+    A `message_added` payload keeps everything but the message itself, which is the messages
+    frame's row (`message_sequence`): no second copy of every message in memory.
+    """
     out: Rows = []
     for record in records:
         trace_id = record.trace_id
@@ -227,10 +273,13 @@ def event_rows(records: Sequence[TraceRecord], names: Sequence[str]) -> Rows:
             kind = event.get("type")
             goal = payload.get("goal")
             message = payload.get("message")
+            sequence = None
+            if isinstance(message, dict):
+                sequence = message.get("sequence")
+                payload = {k: v for k, v in payload.items() if k != "message"}
             out.append((
                 trace_id, event.get("event_id"), kind, event.get("created_at"),
-                payload.get("goal_id") or (goal.get("id") if isinstance(goal, dict) else None),
-                message.get("sequence") if isinstance(message, dict) else None,
+                payload.get("goal_id") or (goal.get("id") if isinstance(goal, dict) else None), sequence,
                 payload.get("trace_id") if kind in ("sub_trace_started", "sub_trace_completed") else None,
                 payload.get("status"), payload,
             ))

@@ -93,7 +93,7 @@ def _frame(name: str, columns: dict[str, list[Any]] | list[tuple[Any, ...]]) -> 
             )
         else:
             data[column] = pd.Series(values, dtype=dtype)
-    return pd.DataFrame(data, columns=list(SCHEMAS[name]))
+    return pd.DataFrame(data, copy=False)
 
 
 @dataclass(frozen=True, kw_only=True, eq=False, repr=False)
@@ -176,7 +176,7 @@ class TraceFrames(RichDisplay):
 def frames_from_records(records: Sequence[TraceRecord], *, with_messages: bool = True) -> TraceFrames:
     """Build the frames from trace records (pure; no store access)."""
     index = rows.TreeIndex(records)
-    messages, calls = rows.message_and_call_rows(records, list(SCHEMAS["messages"]), list(SCHEMAS["tool_calls"]))
+    messages, calls = rows.message_and_call_rows(records)
     return TraceFrames(
         traces=_frame("traces", rows.trace_rows(records, index, list(SCHEMAS["traces"]))),
         messages=_frame("messages", messages),
@@ -198,7 +198,11 @@ async def ato_frames(
     store = open_source(source)
     with _gc_paused():
         records = await read_records(store, root_ids, messages=messages, events=events)
-        return frames_from_records(records, with_messages=messages)
+        frames = frames_from_records(records, with_messages=messages)
+        # Freed here by reference counting, so the collection owed on leaving the pause only
+        # walks what the frames keep (payload and argument dicts), not every parsed record.
+        del records
+    return frames
 
 
 @contextmanager

@@ -245,7 +245,7 @@ def _read_events(path: Path) -> list[dict[str, Any]]:
     out = []
     # The last element is b'' after a complete file, or a torn line left by a kill: skip it.
     for number, line in enumerate(lines[:-1], start=1):
-        if not line.strip():
+        if not line or line.isspace():
             continue
         try:
             out.append(json.loads(line))

@@ -23,7 +23,7 @@ EMPTY = "no reports in this tree"
 
 
 @dataclass(frozen=True, kw_only=True)
-class StepItem:
+class StepItem(RichDisplay):
     """One step: what kind, for which trace, and its rendering."""
 
     kind: str

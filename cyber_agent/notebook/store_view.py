@@ -14,6 +14,7 @@ from typing import Any, NoReturn
 from pydantic import ValidationError
 
 from cyber_agent.errors import CorruptRecordError, MessageNotFoundError, StoreError, TraceNotFoundError
+from cyber_agent.notebook.display import RichDisplay, html_table
 from cyber_agent.notebook.records import TraceRecord, parse_time
 from cyber_agent.trace.events import EVENT_TYPES, TraceEvent
 from cyber_agent.trace.goal_models import GoalTree
@@ -23,7 +24,7 @@ from cyber_agent.trace.trace_id import parse_message_id
 __all__ = ["ReadOnlyTraceStore"]
 
 
-class ReadOnlyTraceStore:
+class ReadOnlyTraceStore(RichDisplay):
     """A TraceStore over loaded records: reads work, writes raise StoreError."""
 
     def __init__(self, records: Iterable[TraceRecord], *, source: str = "<records>") -> None:
@@ -56,6 +57,24 @@ class ReadOnlyTraceStore:
 
     def __repr__(self) -> str:
         return f"ReadOnlyTraceStore(source={self.source!r}, traces={len(self._records)})"
+
+    def _roots(self) -> list[tuple[str, str, int]]:
+        counts: dict[str, int] = {}
+        for trace in self._traces.values():
+            root = trace.context.get("root_trace_id") or trace.trace_id
+            counts[root] = counts.get(root, 0) + 1
+        return [(t.trace_id, t.task or "", counts.get(t.trace_id, 1)) for t in self._traces.values() if t.parent_trace_id is None]
+
+    def to_text(self) -> str:
+        """The source and one line per tree: root id, number of traces, task."""
+        lines = [repr(self)]
+        lines += [f"  {root} ({count} traces): {task[:80]}" for root, task, count in self._roots()]
+        return "\n".join(lines)
+
+    def to_html(self) -> str:
+        """A table of the trees."""
+        return html_table([[root, count, task] for root, task, count in self._roots()], ["root trace", "traces", "task"],
+                          caption=f"read-only traces from {self.source}")
 
     # ---- record access (used by read_records) -----------------------------------------
     def metas(self) -> list[dict[str, Any]]:
@@ -132,9 +151,11 @@ class ReadOnlyTraceStore:
         self._require(trace_id)
         return [m.model_copy(deep=True) for m in sorted(self._messages[trace_id], key=lambda m: m.sequence)]
 
-    async def get_main_path_messages(self, trace_id: str, head_sequence: int) -> list[Message]:
-        """Messages from the first one to `head_sequence` along `parent_sequence`."""
+    async def get_main_path_messages(self, trace_id: str, head_sequence: int | None = None) -> list[Message]:
+        """Messages from the first one to `head_sequence` (default: the trace's head) along `parent_sequence`."""
         self._require(trace_id)
+        if head_sequence is None:
+            head_sequence = self._traces[trace_id].head_sequence
         by_sequence = {m.sequence: m for m in self._messages[trace_id]}
         path: list[Message] = []
         sequence: int | None = head_sequence or None

@@ -88,9 +88,7 @@ def trace_graph(source: StoreSource | TraceFrames, root_trace_id: str) -> nx.DiG
     frames = to_frames(source, [root_trace_id], messages=False, events=False)
     traces = frames.tree(root_trace_id).traces.sort_values("position")
     graph = nx.DiGraph(root=root_trace_id)
-    base_depth = None
     for row in traces.itertuples(index=False):
-        base_depth = row.depth if base_depth is None else base_depth
         graph.add_node(
             row.trace_id, status=row.status, role=row.role, agent_type=row.agent_type, depth=int(row.depth),
             tokens=int(row.total_tokens), cost=float(row.total_cost), messages=int(row.total_messages),

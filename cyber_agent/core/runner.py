@@ -55,6 +55,11 @@ class RunResult:
         """Final status of the trace."""
         return self.trace.status
 
+    def __repr__(self) -> str:
+        # Short on purpose: asyncio builds the repr of a run's result, and a full one costs seconds on big runs.
+        answer = (self.answer or "")[:60]
+        return f"RunResult(trace_id={self.trace.trace_id!r}, status={self.status!r}, messages={len(self.messages)}, answer={answer!r})"
+
 
 def default_registry() -> ToolRegistry:
     """Return the built-in tools plus `agent` and the recursive protocol tools."""

@@ -7,8 +7,9 @@
 Prints medians over the repetitions. Every add is a realistic agent step: an assistant turn
 with text and one tool call, or a tool result of ~600 characters, under a goal two levels deep
 (so each add updates goal stats, totals, the head and appends a `message_added` event).
-"Cold" loads the main path through a fresh store instance (another process reading the
-trace); "warm" loads it through the instance that wrote it (the runner's next step).
+"Warm" loads the main path through the instance that wrote it (the runner continuing);
+"cold" through a fresh instance (another process reading the trace; the OS page cache is warm
+in both). The in-memory store has only one instance, so only "warm".
 """
 
 from __future__ import annotations
@@ -24,10 +25,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cyber_agent.trace import FileSystemTraceStore, Goal, InMemoryTraceStore, Message, Trace  # noqa: E402
-from cyber_agent.trace.store_base import BaseTraceStore  # noqa: E402
+from cyber_agent.trace import (
+    FileSystemTraceStore,
+    Goal,
+    InMemoryTraceStore,
+    Message,
+    Trace,
+)
+from cyber_agent.trace.store_base import BaseTraceStore
 
-_DIR: str | None = None
+StoreMaker = Callable[[Path], BaseTraceStore]
+
 _TOOL_OUTPUT = ("line of tool output with some path/to/file.py:42 and a number 12345\n" * 9)[:600]
 
 
@@ -64,31 +72,33 @@ async def _fill(store: BaseTraceStore, trace_id: str, count: int) -> float:
     return spent
 
 
-async def _bench_adds(make: Callable[[Path], BaseTraceStore], count: int, reps: int) -> list[float]:
+async def _bench_adds(make: StoreMaker, directory: str | None, count: int, reps: int) -> list[float]:
+    """Adds per second of `reps` fresh traces of `count` messages each."""
     rates = []
     for _ in range(reps):
-        with tempfile.TemporaryDirectory(dir=_DIR) as tmp:
+        with tempfile.TemporaryDirectory(dir=directory) as tmp:
             store = make(Path(tmp))
             trace_id = await _new_trace(store)
             rates.append(count / await _fill(store, trace_id, count))
     return rates
 
 
-async def _bench_main_path(make: Callable[[Path], BaseTraceStore], count: int, reps: int,
-                           cold: bool) -> list[float]:
-    with tempfile.TemporaryDirectory(dir=_DIR) as tmp:
+async def _bench_main_path(make: StoreMaker, directory: str | None, count: int, reps: int,
+                           reopen: bool) -> tuple[list[float], list[float]]:
+    """Seconds to load the main path of a `count`-message trace: through its writer, and a fresh instance."""
+    with tempfile.TemporaryDirectory(dir=directory) as tmp:
         writer = make(Path(tmp))
         trace_id = await _new_trace(writer)
         await _fill(writer, trace_id, count)
         head = (await writer.get_trace(trace_id)).head_sequence  # type: ignore[union-attr]
-        times = []
+        warm, cold = [], []
         for _ in range(reps):
-            store = make(Path(tmp)) if cold else writer
-            start = time.perf_counter()
-            path = await store.get_main_path_messages(trace_id, head)
-            times.append(time.perf_counter() - start)
-            assert len(path) == count
-        return times
+            for store, times in ((writer, warm), (make(Path(tmp)), cold))[: 2 if reopen else 1]:
+                start = time.perf_counter()
+                path = await store.get_main_path_messages(trace_id, head)
+                times.append(time.perf_counter() - start)
+                assert len(path) == count
+        return warm, cold
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,25 +107,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes, fewer repetitions")
     parser.add_argument("--dir", help="directory for the file store's temporary traces (default: system temp)")
     args = parser.parse_args(argv)
-    global _DIR
-    _DIR = args.dir
     adds, path_len, reps = (300, 2000, 3) if args.quick else (2000, 10_000, 5)
 
-    stores: dict[str, Callable[[Path], BaseTraceStore]] = {
+    stores: dict[str, StoreMaker] = {
         "memory": lambda _tmp: InMemoryTraceStore(),
         "file": lambda tmp: FileSystemTraceStore(tmp),
     }
     print(f"add_message: {adds} adds x {reps} reps; main path: {path_len} messages x {reps} reps (medians)")
-    print(f"{'store':8} {'adds/s':>10} {'us/add':>9} {'path warm ms':>13} {'us/msg':>7} {'path cold ms':>13} {'us/msg':>7}")
+    print(f"{'store':8} {'adds/s':>8} {'us/add':>8} {'(min-max)':>15}  {'path warm ms':>12} {'us/msg':>7}  "
+          f"{'path cold ms':>12} {'us/msg':>7}")
     for name, make in stores.items():
-        rate = statistics.median(asyncio.run(_bench_adds(make, adds, reps)))
-        warm = statistics.median(asyncio.run(_bench_main_path(make, path_len, reps, cold=False)))
-        if name == "memory":
-            cold_cell = f"{'-':>13} {'-':>7}"
-        else:
-            cold = statistics.median(asyncio.run(_bench_main_path(make, path_len, reps, cold=True)))
-            cold_cell = f"{cold * 1e3:13.1f} {cold / path_len * 1e6:7.1f}"
-        print(f"{name:8} {rate:10.0f} {1e6 / rate:9.1f} {warm * 1e3:13.1f} {warm / path_len * 1e6:7.1f} {cold_cell}")
+        rates = asyncio.run(_bench_adds(make, args.dir, adds, reps))
+        warm, cold = asyncio.run(_bench_main_path(make, args.dir, path_len, reps, reopen=name != "memory"))
+        rate, w, c = statistics.median(rates), statistics.median(warm), statistics.median(cold or [0.0])
+        spread = f"({1e6 / max(rates):.0f}-{1e6 / min(rates):.0f})"
+        cold_cells = f"{c * 1e3:12.1f} {c / path_len * 1e6:7.1f}" if name != "memory" else f"{'-':>12} {'-':>7}"
+        print(f"{name:8} {rate:8.0f} {1e6 / rate:8.1f} {spread:>15}  {w * 1e3:12.1f} {w / path_len * 1e6:7.1f}  {cold_cells}")
     return 0
 
 

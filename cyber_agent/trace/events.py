@@ -8,7 +8,6 @@ never leaves a gap in the dense id sequence.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -85,9 +84,9 @@ def encode_event(event_id: int, trace_id: str, event_type: str, payload_json: st
 
 def message_added_payload(message_json: str, affected: Iterable[Goal], *, recovered: bool = False) -> str:
     """Return the `message_added` payload: the message and every affected goal's self/cumulative stats."""
-    # Formatted by hand (json.dumps of these small dicts costs more than the rest of an add).
+    # Formatted by hand: json.dumps of these small dicts costs more than the rest of an add.
     goals = ",".join(
-        f'{{"goal_id":{json.dumps(goal.id)},"self_stats":{_stats(goal.self_stats)},'
+        f'{{"goal_id":{_string(goal.id)},"self_stats":{_stats(goal.self_stats)},'
         f'"cumulative_stats":{_stats(goal.cumulative_stats)}}}'
         for goal in affected
     )
@@ -95,7 +94,12 @@ def message_added_payload(message_json: str, affected: Iterable[Goal], *, recove
     return f'{{"message":{message_json},"affected_goals":[{goals}]{extra}}}'
 
 
+def _string(value: str) -> str:
+    return f'"{value}"' if value.isdigit() else json.dumps(value)
+
+
 def _stats(stats: GoalStats) -> str:
-    cost = stats.total_cost
-    cost_json = repr(float(cost)) if math.isfinite(cost) else json.dumps(cost)
+    cost = float(stats.total_cost)
+    # repr() of a finite float is its JSON; inf and nan (where cost - cost is nan) go through json.
+    cost_json = repr(cost) if cost - cost == 0 else json.dumps(cost)
     return f'{{"message_count":{int(stats.message_count)},"total_tokens":{int(stats.total_tokens)},"total_cost":{cost_json}}}'

@@ -7,13 +7,17 @@ trace's `head_sequence` back to the first message.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from cyber_agent.llm.types import ToolCall
-from cyber_agent.trace.trace_id import message_id_for, new_root_trace_id, validate_trace_id
+from cyber_agent.trace.trace_id import (
+    message_id_for,
+    new_root_trace_id,
+    validate_trace_id,
+)
 
 __all__ = [
     "Message",
@@ -34,7 +38,7 @@ _DESCRIPTION_LIMIT = 200
 
 def utc_now() -> datetime:
     """Return the current time, timezone-aware in UTC."""
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class Trace(BaseModel):

@@ -1,7 +1,13 @@
 """The TraceStore protocol (SPEC T4): everything the runner, API and notebooks persist.
 
 A new store (SQLite, PostgreSQL, ...) implements this protocol and passes
-`tests/trace/test_store_conformance.py` by adding itself to the store fixture.
+`tests/trace/test_store_conformance.py` by adding itself to `STORE_FACTORIES` in
+`tests/trace/conftest.py`; subclassing `store_base.BaseTraceStore` gives all the logic for free.
+
+Error contract: an id that could escape the store raises `InvalidIdError` everywhere; an
+unknown id makes `get_trace`, `get_goal_tree`, `get_message`, `get_resource_usage` and
+`get_tool_approvals` return None, and every other method raise `TraceNotFoundError`,
+`MessageNotFoundError` or `GoalNotFoundError`; an unreadable record raises `CorruptRecordError`.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ class TraceStore(Protocol):
         ...
 
     async def update_trace(self, trace_id: str, **updates: Any) -> Trace:
-        """Update trace fields; a status change appends `trace_status_changed`."""
+        """Update trace fields (not trace_id or the totals); a status change appends `trace_status_changed`."""
         ...
 
     async def list_traces(
@@ -48,7 +54,7 @@ class TraceStore(Protocol):
 
     # Tree-wide resource usage of a recursive root
     async def get_resource_usage(self, root_trace_id: str) -> dict[str, Any] | None:
-        """Return the root's usage record, None if never written; raise CorruptRecordError if unreadable."""
+        """Return the root's usage record; None if never written or no such trace; CorruptRecordError if unreadable."""
         ...
 
     async def replace_resource_usage(self, root_trace_id: str, usage: dict[str, Any]) -> None:
@@ -61,11 +67,11 @@ class TraceStore(Protocol):
         ...
 
     async def update_goal_tree(self, trace_id: str, tree: GoalTree) -> None:
-        """Replace the whole goal tree."""
+        """Replace the goal tree; stats stay the store's (self_stats kept by goal id, cumulative recomputed)."""
         ...
 
     async def add_goal(self, trace_id: str, goal: Goal) -> None:
-        """Insert a goal and append `goal_added`."""
+        """Insert a goal (its stats start at zero) and append `goal_added`."""
         ...
 
     async def update_goal(self, trace_id: str, goal_id: str, **updates: Any) -> list[Goal]:
@@ -85,8 +91,8 @@ class TraceStore(Protocol):
         """All messages of the trace in sequence order, every branch included."""
         ...
 
-    async def get_main_path_messages(self, trace_id: str, head_sequence: int) -> list[Message]:
-        """Messages from the first one to `head_sequence` along `parent_sequence`, in order."""
+    async def get_main_path_messages(self, trace_id: str, head_sequence: int | None = None) -> list[Message]:
+        """Messages from the first one to `head_sequence` (default: the trace's head) along `parent_sequence`."""
         ...
 
     async def get_messages_by_goal(self, trace_id: str, goal_id: str) -> list[Message]:
@@ -94,7 +100,7 @@ class TraceStore(Protocol):
         ...
 
     async def update_message(self, message_id: str, **updates: Any) -> Message:
-        """Update fields of a message other than its identity."""
+        """Update fields of a message other than its identity, tree position and counted numbers."""
         ...
 
     # Events

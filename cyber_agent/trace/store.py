@@ -40,8 +40,10 @@ __all__ = ["FileSystemTraceStore"]
 
 _SIDE_RECORDS = {"resource_usage": "resource_usage.json", "tool_approvals": "tool_approvals.json"}
 _CHUNK = 1 << 16
-_OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
-_APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
+# O_BINARY: no newline translation on Windows; O_CLOEXEC: no fd leaks into subprocesses.
+_EXTRA_FLAGS = getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
+_OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _EXTRA_FLAGS
+_APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | _EXTRA_FLAGS
 _MAX_CACHED_DIRS = 4096
 
 
@@ -115,6 +117,8 @@ class FileSystemTraceStore(BaseTraceStore):
 
     @staticmethod
     def _fsync_dir(directory: str) -> None:
+        if os.name == "nt":
+            return  # directories cannot be opened there; NTFS journals the rename itself
         dir_fd = os.open(directory, os.O_RDONLY)
         try:
             os.fsync(dir_fd)
@@ -200,22 +204,34 @@ class FileSystemTraceStore(BaseTraceStore):
 
     def _read_events(self, trace_id: str, since_event_id: int) -> list[TraceEvent]:
         path = self._events_path(trace_id)
+        if since_event_id > 0:
+            # A watcher polls for what is new: read back from the end only as far as needed.
+            return self._read_events_after(path, since_event_id)
         raw = self._read_bytes(path)
         if not raw:
             return []
         lines = raw.split(b"\n")
         # The last element is b'' after a complete file, or a torn line left by a kill: skip it.
-        events = []
-        for number, line in enumerate(lines[:-1], start=1):
-            if not line.strip():
-                continue
-            try:
-                event = TraceEvent.model_validate_json(line)
-            except ValidationError as exc:
-                raise CorruptRecordError(path, f"line {number} is not an event: {exc.errors()[0]['msg']}") from None
-            if event.event_id > since_event_id:
-                events.append(event)
-        return events
+        return [_parse_event(path, line, f"line {number}")
+                for number, line in enumerate(lines[:-1], start=1) if line.strip()]
+
+    @staticmethod
+    def _read_events_after(path: str, since_event_id: int) -> list[TraceEvent]:
+        try:
+            fd = os.open(path, os.O_RDONLY | _EXTRA_FLAGS)
+        except FileNotFoundError:
+            return []
+        try:
+            newer: list[TraceEvent] = []
+            for line in _lines_backwards(fd, _last_newline_end(fd, os.fstat(fd).st_size)):
+                event = _parse_event(path, line, f"a line after event {since_event_id}")
+                if event.event_id <= since_event_id:
+                    break
+                newer.append(event)
+        finally:
+            os.close(fd)
+        newer.reverse()
+        return newer
 
     def _repair(self, trace_id: str) -> tuple[int, int]:
         """Cut a torn event line, drop stale temporary files; read only the end of the event log."""
@@ -223,7 +239,7 @@ class FileSystemTraceStore(BaseTraceStore):
         self._remove_temp_files(f"{self._dir(trace_id)}/messages")
         path = self._events_path(trace_id)
         try:
-            fd = os.open(path, os.O_RDWR)
+            fd = os.open(path, os.O_RDWR | _EXTRA_FLAGS)
         except FileNotFoundError:
             return 0, 0
         try:
@@ -292,13 +308,27 @@ class FileSystemTraceStore(BaseTraceStore):
         return out
 
 
+def _pread(fd: int, size: int, offset: int) -> bytes:
+    if hasattr(os, "pread"):
+        return os.pread(fd, size, offset)
+    os.lseek(fd, offset, os.SEEK_SET)  # Windows has no pread
+    return os.read(fd, size)
+
+
+def _parse_event(path: str, line: bytes, where: str) -> TraceEvent:
+    try:
+        return TraceEvent.model_validate_json(line)
+    except ValidationError as exc:
+        raise CorruptRecordError(path, f"{where} is not an event: {exc.errors()[0]['msg']}") from None
+
+
 def _last_newline_end(fd: int, size: int) -> int:
     """Offset just past the last newline (0 if none): where complete lines end."""
     pos = size
     while pos > 0:
         step = min(_CHUNK, pos)
         pos -= step
-        index = os.pread(fd, step, pos).rfind(b"\n")
+        index = _pread(fd, step, pos).rfind(b"\n")
         if index >= 0:
             return pos + index + 1
     return 0
@@ -310,7 +340,7 @@ def _lines_backwards(fd: int, end: int) -> Iterator[bytes]:
     while pos > 0:
         step = min(_CHUNK, pos)
         pos -= step
-        parts = (os.pread(fd, step, pos) + rest).split(b"\n")
+        parts = (_pread(fd, step, pos) + rest).split(b"\n")
         rest = parts[0]
         for line in reversed(parts[1:]):
             if line.strip():

@@ -25,8 +25,22 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cyber_agent.errors import ConflictError, GoalError, InvalidUpdateError, MessageNotFoundError, StoreError, TraceNotFoundError
-from cyber_agent.trace.events import EVENT_TYPES, EventType, TraceEvent, encode_event, encode_json, message_added_payload
+from cyber_agent.errors import (
+    ConflictError,
+    GoalError,
+    InvalidUpdateError,
+    MessageNotFoundError,
+    StoreError,
+    TraceNotFoundError,
+)
+from cyber_agent.trace.events import (
+    EVENT_TYPES,
+    EventType,
+    TraceEvent,
+    encode_event,
+    encode_json,
+    message_added_payload,
+)
 from cyber_agent.trace.goal_models import Goal, GoalStats, GoalTree
 from cyber_agent.trace.models import Message, Trace, TraceMode, TraceStatus, utc_now
 from cyber_agent.trace.trace_id import parse_message_id, validate_trace_id
@@ -51,7 +65,7 @@ _GOAL_FIELDS = frozenset(Goal.model_fields) - {"id", "self_stats", "cumulative_s
 class _Hot:
     """Write-side state of one trace: the live records and the bookkeeping of checkpoints."""
 
-    __slots__ = ("trace", "tree", "last_event_id", "unflushed", "goals_dirty", "flushed_at")
+    __slots__ = ("flushed_at", "goals_dirty", "last_event_id", "trace", "tree", "unflushed")
 
     def __init__(self, trace: Trace, tree: GoalTree, last_event_id: int) -> None:
         self.trace = trace
@@ -177,6 +191,12 @@ class BaseTraceStore(ABC):
         hot.unflushed = 0
         hot.flushed_at = time.monotonic()
 
+    def _commit_tree(self, hot: _Hot, tree: GoalTree) -> None:
+        """Persist a changed copy of the goal tree, then make it the live one (a failed write changes nothing)."""
+        self._write_goals(hot.trace.trace_id, tree)
+        hot.tree = tree
+        hot.goals_dirty = False
+
     async def flush(self) -> None:
         """Checkpoint every trace this instance writes (readers reconcile anyway; this updates the files)."""
         for trace_id, hot in list(self._hot.items()):
@@ -237,7 +257,11 @@ class BaseTraceStore(ABC):
             # Re-read our own JSON so the stored trace shares no object with the caller.
             data = encode_json(candidate, f"update of trace {trace_id!r}")
             hot.trace = Trace.model_validate_json(data)
-            self._checkpoint(hot)
+            try:
+                self._checkpoint(hot)
+            except BaseException:
+                hot.trace = old  # not persisted: the update did not happen
+                raise
             if candidate.status != old.status:
                 status = encode_json({"trace_id": trace_id, "status": candidate.status, "previous": old.status}, "event")
                 self._emit(hot, "trace_status_changed", status)
@@ -273,9 +297,13 @@ class BaseTraceStore(ABC):
         matched.sort(key=lambda t: (t.created_at, t.trace_id), reverse=True)
         out = []
         for trace in matched if limit is None else matched[:limit]:
-            current = await self.get_trace(trace.trace_id)
-            if current is not None:
-                out.append(current)
+            if trace.trace_id in self._hot:
+                with self._lock(trace.trace_id):
+                    out.append(_copy(self._hot[trace.trace_id].trace))
+            else:
+                for orphan in self._orphans(trace):  # a record read just now: ours to update
+                    _account(trace, GoalTree(), orphan)
+                out.append(trace)
         return out
 
     # ---- side records -------------------------------------------------------------------
@@ -333,9 +361,7 @@ class BaseTraceStore(ABC):
             new.recompute_cumulative()
             new.stats_sequence = old.stats_sequence
             new.next_id = max([new.next_id, old.next_id] + [int(g.id) + 1 for g in new.goals if g.id.isdigit()])
-            hot.tree = new
-            self._write_goals(trace_id, new)
-            hot.goals_dirty = False
+            self._commit_tree(hot, new)
 
     async def add_goal(self, trace_id: str, goal: Goal) -> None:
         """Insert a goal (its stats start at zero) and append `goal_added`."""
@@ -344,9 +370,9 @@ class BaseTraceStore(ABC):
         new.self_stats, new.cumulative_stats = GoalStats(), GoalStats()
         with self._lock(trace_id):
             hot = self._load_for_write(trace_id)
-            hot.tree.insert(new)
-            self._write_goals(trace_id, hot.tree)
-            hot.goals_dirty = False
+            tree = _copy(hot.tree)
+            tree.insert(new)
+            self._commit_tree(hot, tree)
             self._emit(hot, "goal_added", f'{{"goal":{new.model_dump_json()}}}')
 
     async def update_goal(self, trace_id: str, goal_id: str, **updates: Any) -> list[Goal]:
@@ -357,7 +383,7 @@ class BaseTraceStore(ABC):
             raise InvalidUpdateError(f"cannot update goal field(s) {sorted(bad)}; updatable: {sorted(_GOAL_FIELDS)}")
         with self._lock(trace_id):
             hot = self._load_for_write(trace_id)
-            tree = hot.tree
+            tree = _copy(hot.tree)
             goal = tree.get(goal_id, trace_id)
             merged = _assign(goal, updates, f"goal {goal_id!r}")
             if "parent_id" in updates and merged.parent_id is not None:
@@ -371,8 +397,7 @@ class BaseTraceStore(ABC):
             changed = tree.set_status(goal_id, merged.status, summary=merged.summary) if "status" in updates else [goal]
             if "parent_id" in updates:
                 tree.recompute_cumulative()
-            self._write_goals(trace_id, tree)
-            hot.goals_dirty = False
+            self._commit_tree(hot, tree)
             patch = encode_json({k: getattr(merged, k) for k in updates}, f"update of goal {goal_id!r}")
             affected = ",".join(g.model_dump_json() for g in changed)
             self._emit(hot, "goal_updated", f'{{"goal_id":{encode_json(goal_id, "goal id")},"patch":{patch},'
@@ -504,9 +529,12 @@ def _assign(model: Any, updates: dict[str, Any], what: str) -> Any:
 
 def _check_counted_fields(message: Message) -> None:
     # Fields may have been reassigned without validation; a bad type must fail before any write.
-    numbers = (message.prompt_tokens, message.completion_tokens, message.cached_tokens)
-    if not all(type(n) is int for n in numbers) or not isinstance(message.cost, (int, float)):
-        raise InvalidUpdateError(f"message token counts must be int and cost a number, got {numbers} and {message.cost!r}")
+    m = message.__dict__
+    if not (type(m["prompt_tokens"]) is int and type(m["completion_tokens"]) is int
+            and type(m["cached_tokens"]) is int and isinstance(m["cost"], (int, float))):
+        raise InvalidUpdateError(
+            f"message token counts must be int and cost a number, got {m['prompt_tokens']!r}, "
+            f"{m['completion_tokens']!r}, {m['cached_tokens']!r} and {m['cost']!r}")
     if message.goal_id is not None and not isinstance(message.goal_id, str):
         raise InvalidUpdateError(f"message goal_id must be a string, got {message.goal_id!r}")
 

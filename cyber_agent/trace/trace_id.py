@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from cyber_agent.errors import InvalidIdError
 
@@ -83,7 +83,7 @@ def new_sub_trace_id(parent_trace_id: str, mode: str, seq: int, *, now: datetime
         raise InvalidIdError("sub-trace mode", mode, "use lowercase letters, digits and '_' (e.g. 'delegate')")
     if type(seq) is not int or not 0 <= seq <= _MAX_SEQ:
         raise InvalidIdError("sub-trace seq", seq, f"must be an int from 0 to {_MAX_SEQ}")
-    stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%d%H%M%S")
+    stamp = (now or datetime.now(UTC)).strftime("%Y%m%d%H%M%S")
     return validate_trace_id(f"{parent_trace_id}@{mode}-{stamp}-{seq:03d}")
 
 
@@ -100,7 +100,7 @@ def parse_trace_id(trace_id: str) -> ParsedTraceId:
     last = suffixes[-1]
     parent = trace_id[: len(trace_id) - len(last.group(0))]
     try:
-        stamp = datetime.strptime(last.group(2), "%Y%m%d%H%M%S").replace(tzinfo=timezone.utc)
+        stamp = datetime.strptime(last.group(2), "%Y%m%d%H%M%S").replace(tzinfo=UTC)
     except ValueError as exc:
         raise InvalidIdError("trace id", trace_id, f"timestamp {last.group(2)!r} is not a date: {exc}") from None
     return ParsedTraceId(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from store_helpers import add_chain, assistant, user
@@ -24,7 +24,7 @@ from cyber_agent.errors import (
 )
 from cyber_agent.trace import Goal, GoalTree, Trace, TraceStore
 
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def test_every_store_implements_the_protocol(store):
@@ -377,6 +377,9 @@ async def test_append_event_continues_dense_ids_and_get_events_filters(store, op
     assert [(e.event_id, e.type) for e in events] == [(5, "progress"), (6, "rewind")]
     assert events[0].payload == {"step": 1, "at": "2026-01-01T00:00:00Z"}
     assert await store.get_events(trace_id, since_event_id=6) == []
+    everything = await store.get_events(trace_id)
+    for since in range(-1, 8):
+        assert await store.get_events(trace_id, since) == [e for e in everything if e.event_id > since]
 
 
 # ---- concurrency ------------------------------------------------------------------------

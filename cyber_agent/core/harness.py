@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from cyber_agent.core.summarizer import PayloadSummarizer
 from cyber_agent.llm.dialects import DialectLLM, choose_dialect
 from cyber_agent.llm.types import LLMCall, LLMResponse
-from cyber_agent.trace.compaction import CompactionResult, ContextGuard, HistorySummarizer
+from cyber_agent.trace.compaction import CompactionResult, ContextGuard, HistorySummarizer, estimate_tokens
 from cyber_agent.trace.models import Message, MessageContent
 
 if TYPE_CHECKING:
@@ -59,6 +59,8 @@ class RunHarness:
     def __init__(self, *, llm: LLMCall, model: str, config: RunConfig, budget: ResourceBudgetController | None) -> None:
         helper_llm = _budgeted(llm, budget) if budget is not None else llm
         self.guard = ContextGuard(config.context_window) if config.context_window > 0 else None
+        self._counted = 0
+        self._tokens = 0
         self.history_summarizer = HistorySummarizer(helper_llm, model)
         budget_bytes = config.tool_result_max_bytes
         self.payload = PayloadSummarizer(
@@ -66,14 +68,26 @@ class RunHarness:
             max_input_bytes=MAX_SUMMARIZER_INPUT_BYTES, budget_bytes=budget_bytes,
         )
 
+    def _estimate(self, history: list[dict[str, Any]]) -> int:
+        """Token estimate of the history, updated incrementally so each step costs O(new messages)."""
+        if len(history) < self._counted:  # the history was replaced (compaction): count it afresh
+            self._counted, self._tokens = 0, 0
+        if len(history) > self._counted:
+            self._tokens += estimate_tokens(history[self._counted:])
+            self._counted = len(history)
+        return self._tokens
+
     async def compact(self, prepared: PreparedRun, store: TraceStore) -> CompactionResult | None:
         """Shrink the in-memory history when it nears the context window; record what was done."""
         if self.guard is None:
             return None
+        if self._estimate(prepared.history) < self.guard.micro_threshold * self.guard.context_window:
+            return None  # the common case: far from the window, nothing to scan
         result = await self.guard.guard(prepared.history, self.history_summarizer)
         if result is None:
             return None
         prepared.history[:] = result.messages
+        self._counted, self._tokens = 0, 0
         trace_id = prepared.trace.trace_id
         await store.append_event(trace_id, "compaction", result.event_payload())
         if result.usage is not None or result.cost:

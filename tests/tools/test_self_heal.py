@@ -104,7 +104,9 @@ async def test_each_missing_command_of_a_pipeline_is_healed(ctx: ToolContext):
     # Both stages of a pipeline fail at once and bash reports them in either order: answer by name.
     maker = ScriptedToolMaker(by_name={"makeone": "echo one", "maketwo": "#!/usr/bin/env bash\nsed 's/one/two/'"})
     registry = register_self_healing_bash(builtin_registry(["bash_command"]), maker)
-    result = await run(registry, ctx, "makeone | maketwo")
+    # With pipefail a missing early stage fails the pipeline too, so it is seen even when bash
+    # reports only the last stage's error the first time round.
+    result = await run(registry, ctx, "set -o pipefail; makeone | maketwo")
     assert result.content.startswith("two\n[exit code: 0]")
     assert sorted(result.metadata["self_heal"]["commands"]) == ["makeone", "maketwo"]
 

@@ -89,9 +89,10 @@ async def bash_command(
         async with asyncio.timeout(timeout), asyncio.TaskGroup() as group:
             drain = group.create_task(_drain(reader, output))
             await proc.wait()
-            _kill_group(proc)
-            # Everything the shell wrote is in the pipe; only a detached process could hold it open.
+            # Let the rest of the group finish writing (a pipeline's earlier stages may outlive the
+            # shell by a moment); only a detached background job holds the pipe past the grace.
             _, pending = await asyncio.wait({drain}, timeout=_EOF_GRACE_SECONDS)
+            _kill_group(proc)
             if pending:
                 transport.close()
     except TimeoutError:

@@ -329,13 +329,10 @@ class AgentRunner:
                 metadata={"model": response.model or model, "cost_estimated": response.cost_estimated},
                 branch=prepared.branch,
             )
-            yield await self._persist(prepared, assistant)
-            prepared.iterations += 1
-            prepared.prompt_tokens += response.usage.prompt_tokens
-            prepared.completion_tokens += response.usage.completion_tokens
-            prepared.cost += response.cost
-            self._progress("cost", prepared, cost_usd=prepared.cost, tokens=prepared.prompt_tokens + prepared.completion_tokens)
+            # Book the spend before the message is persisted: a kill between the two must never
+            # leave tokens and cost that reached the trace unbooked in the tree budget.
             overrun = None
+            booking_error: str | None = None
             if prepared.budget is not None:
                 try:
                     overrun = await prepared.budget.book_llm_usage(
@@ -343,8 +340,16 @@ class AgentRunner:
                         cost_usd=response.cost,
                     )
                 except CyberAgentError as exc:
-                    yield await self._finish(prepared, "failed", error=f"could not book usage: {exc}")
-                    return
+                    booking_error = f"could not book usage: {exc}"
+            yield await self._persist(prepared, assistant)
+            prepared.iterations += 1
+            prepared.prompt_tokens += response.usage.prompt_tokens
+            prepared.completion_tokens += response.usage.completion_tokens
+            prepared.cost += response.cost
+            self._progress("cost", prepared, cost_usd=prepared.cost, tokens=prepared.prompt_tokens + prepared.completion_tokens)
+            if booking_error is not None:
+                yield await self._finish(prepared, "failed", error=booking_error)
+                return
             halt = self._halt_reason(prepared)
             if halt is not None:
                 # The in-flight response is recorded; its tool calls are not executed.

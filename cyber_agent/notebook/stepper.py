@@ -5,11 +5,19 @@ the `reports` and `validations` frames; a legacy tree has none and the stepper s
 state lives in one IntSlider (the single source of truth; the buttons only move it), and the
 body is rendered by assigning `HTML.value` — never `with out:`, which only a frontend can
 capture — so headless tests can click and assert.
+
+Order: a trace's brief, then its children's steps, then each round of report → criterion
+verdicts → the parent's review (a report sent back with `revise` and submitted again is a new
+round, read from the child's `submit_report` calls and the parent's review list). A recursive
+root shows its anchor first and, last, its candidate answers with the root validator's verdicts.
+`jump_to(trace_id)` and the trace picker move to a trace's first step; `filter_verdict("fail")`
+and the verdict dropdown keep only the criterion verdicts of that kind.
 """
 
 from __future__ import annotations
 
 import html
+import textwrap
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +28,9 @@ from cyber_agent.notebook.records import StoreSource
 __all__ = ["ReportStepper", "StepItem", "protocol_items"]
 
 EMPTY = "no reports in this tree"
+VERDICTS = ("pass", "fail", "unknown")
+"""Values of the verdict filter besides "all"."""
+VERDICT_COLORS = {"pass": "#2ca02c", "fail": "#d62728", "unknown": "#7f7f7f"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -34,53 +45,160 @@ class StepItem(RichDisplay):
     """One line."""
     lines: tuple[str, ...] = ()
     """Body lines."""
+    verdict: str | None = None
+    """Validation steps: the criterion's verdict (pass, fail or unknown); None for other steps."""
+    round: int = 1
+    """Which report of the trace the step belongs to (2 after a first revision, ...)."""
 
     def to_text(self) -> str:
         """Title and body as text."""
         return "\n".join([self.title, *("  " + line for line in self.lines)])
 
     def to_html(self) -> str:
-        """Title and body as HTML."""
+        """Title and body as HTML (a validation step starts with a dot in its verdict's colour)."""
         body = "".join(f"<li>{html.escape(line)}</li>" for line in self.lines)
-        return f"<b>{html.escape(self.title)}</b>" + (f"<ul>{body}</ul>" if body else "")
+        dot = f'<span style="color:{VERDICT_COLORS[self.verdict]}">●</span> ' if self.verdict in VERDICT_COLORS else ""
+        return f"{dot}<b>{html.escape(self.title)}</b>" + (f"<ul>{body}</ul>" if body else "")
 
 
 def _items(values: Any) -> list[str]:
     return [str(v) for v in values] if isinstance(values, list) else []
 
 
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _report_rounds(frames: TraceFrames, trace_id: str, final: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """Every report the trace submitted, in order; the persisted (final) one closes the list if it differs."""
+    calls = frames.tool_calls
+    calls = calls[(calls["trace_id"] == trace_id) & (calls["tool_name"] == "submit_report")]
+    rounds = [dict(call.arguments) for call in calls.sort_values(["sequence", "call_index"]).itertuples(index=False)
+              if call.is_error is not True and isinstance(call.arguments, dict)]
+    if final is not None and (not rounds or any(rounds[-1].get(k) != final.get(k) for k in ("outcome", "summary"))):
+        rounds.append(final)
+    return rounds
+
+
+def _candidate_answers(frames: TraceFrames, trace: Any) -> list[dict[str, Any]]:
+    """A recursive root's final texts (each a candidate for the root validator), as reports."""
+    messages = frames.messages
+    finals = messages[(messages["trace_id"] == trace.trace_id) & (messages["role"] == "assistant")
+                      & messages["on_main_path"] & (messages["n_tool_calls"] == 0)]
+    texts = [t for t in finals.sort_values("sequence")["text"] if isinstance(t, str) and t.strip()]
+    if not texts and isinstance(trace.result_summary, str):
+        texts = [trace.result_summary]
+    return [{"outcome": "candidate answer", "summary": text} for text in texts]
+
+
+def _report_item(who: str, trace_id: str, report: dict[str, Any], number: int, count: int, *, root: bool) -> StepItem:
+    outcome = _text(report.get("outcome"))
+    which = "answer" if root else "report"
+    if count > 1:
+        which += f" {number} of {count}"
+    summary = _text(report.get("summary"))
+    if root:  # a candidate answer is multi-line: its first line is the title, the rest the body
+        first, *rest = summary.splitlines() or [""]
+        return StepItem(kind="report", trace_id=trace_id, title=f"{who} · {which}: {first}", lines=tuple(rest), round=number)
+    lines = [f"output: {o}" for o in _items(report.get("outputs"))] + [f"evidence: {e}" for e in _items(report.get("evidence"))]
+    lines += [f"open issue: {i}" for i in _items(report.get("open_issues"))]
+    return StepItem(kind="report", trace_id=trace_id, title=f"{who} · {which} ({outcome}): {summary}", lines=tuple(lines),
+                    round=number)
+
+
 def protocol_items(frames: TraceFrames) -> list[StepItem]:
-    """The protocol of a tree as steps, in tree order: per trace brief, report, criterion verdicts, review."""
+    """The protocol of a tree as steps: brief, children, then per round report → criterion verdicts → review."""
+    traces = frames.traces.sort_values("position")
+    labels = dict(zip(traces["trace_id"], traces["label"]))
+    agents = traces[~traces["is_validator"]]
+    ids = set(agents["trace_id"])
+    children: dict[str, list[Any]] = {}
+    roots: list[Any] = []
+    reviews: dict[str, list[dict[str, Any]]] = {}
+    for trace in agents.itertuples(index=False):
+        if isinstance(trace.parent_trace_id, str) and trace.parent_trace_id in ids:
+            children.setdefault(trace.parent_trace_id, []).append(trace)
+        else:
+            roots.append(trace)
+        protocol = trace.context.get("task_protocol") if isinstance(trace.context, dict) else None
+        for review in (protocol or {}).get("reviews") or []:
+            if isinstance(review, dict) and isinstance(review.get("child_trace_id"), str):
+                reviews.setdefault(review["child_trace_id"], []).append(review)
     reports = {row.trace_id: row for row in frames.reports.itertuples(index=False)}
-    out: list[StepItem] = []
-    for trace in frames.traces.sort_values("position").itertuples(index=False):
+
+    def opening(trace: Any) -> list[StepItem]:
         who, row = trace.label, reports.get(trace.trace_id)
         brief = row.brief if row is not None and isinstance(row.brief, dict) else {}
+        anchor = trace.context.get("root_task_anchor") if isinstance(trace.context, dict) else None
         if brief:
-            out.append(StepItem(kind="brief", trace_id=trace.trace_id, title=f"{who} · brief: {brief.get('objective', '')}",
-                                lines=tuple(f"criterion: {c}" for c in _items(brief.get("completion_criteria")))))
-        if row is not None and isinstance(row.outcome, str):
-            lines = [f"output: {o}" for o in row.outputs] + [f"evidence: {e}" for e in row.evidence]
-            lines += [f"open issue: {i}" for i in row.open_issues]
-            out.append(StepItem(kind="report", trace_id=trace.trace_id,
-                                title=f"{who} · report ({row.outcome}): {row.summary}", lines=tuple(lines)))
+            lines = [f"criterion: {c}" for c in _items(brief.get("completion_criteria"))]
+            lines += [f"expected output: {o}" for o in _items(brief.get("expected_outputs"))]
+            lines += [f"constraint: {c}" for c in _items(brief.get("constraints"))]
+            return [StepItem(kind="brief", trace_id=trace.trace_id, title=f"{who} · brief: {_text(brief.get('objective'))}",
+                             lines=tuple(lines))]
+        if isinstance(anchor, dict) and trace.trace_id not in reports:
+            lines = [f"criterion: {c}" for c in _items(anchor.get("completion_criteria"))]
+            lines += [f"constraint: {c}" for c in _items(anchor.get("constraints"))]
+            return [StepItem(kind="brief", trace_id=trace.trace_id,
+                             title=f"{who} · root task: {_text(anchor.get('objective'))}", lines=tuple(lines))]
+        return []
+
+    def closing(trace: Any, *, is_root: bool) -> list[StepItem]:
+        who, row = trace.label, reports.get(trace.trace_id)
         checks = frames.validations[frames.validations["trace_id"] == trace.trace_id]
-        for check in checks.itertuples(index=False):
-            criterion = check.criterion if isinstance(check.criterion, str) else "(no criteria)"
-            verdict = check.criterion_verdict if isinstance(check.criterion_verdict, str) else check.verdict
-            evidence = check.criterion_evidence if isinstance(check.criterion_evidence, str) else ""
-            out.append(StepItem(kind="validation", trace_id=trace.trace_id,
-                                title=f"{who} · {check.scope} validation: {verdict} — {criterion}",
-                                lines=(f"evidence: {evidence}",) if evidence else ()))
-        if row is not None and isinstance(row.review_decision, str):
-            feedback = row.review_feedback if isinstance(row.review_feedback, str) else ""
-            out.append(StepItem(kind="review", trace_id=trace.trace_id, title=f"{who} · review: {row.review_decision}",
-                                lines=(feedback,) if feedback else ()))
+        by_round = [group for _, group in checks.groupby("validation_index", sort=True)]
+        if row is not None:
+            final = {"outcome": row.outcome, "summary": row.summary, "outputs": row.outputs, "evidence": row.evidence,
+                     "open_issues": row.open_issues} if isinstance(row.outcome, str) else None
+            submitted = _report_rounds(frames, trace.trace_id, final)
+        else:
+            anchored = isinstance(trace.context, dict) and isinstance(trace.context.get("root_task_anchor"), dict)
+            submitted = _candidate_answers(frames, trace) if is_root and (anchored or by_round) else []
+        decisions = reviews.get(trace.trace_id, [])
+        if not decisions and row is not None and isinstance(row.review_decision, str):
+            decisions = [{"decision": row.review_decision, "feedback": row.review_feedback}]
+        out: list[StepItem] = []
+        for k in range(max(len(submitted), len(by_round), len(decisions))):
+            number = k + 1
+            if k < len(submitted):
+                out.append(_report_item(who, trace.trace_id, submitted[k], number, len(submitted),
+                                        root=row is None))
+            if k < len(by_round):
+                for check in by_round[k].itertuples(index=False):
+                    criterion = check.criterion if isinstance(check.criterion, str) else "(no criteria)"
+                    verdict = check.criterion_verdict if isinstance(check.criterion_verdict, str) else check.verdict
+                    evidence = _text(check.criterion_evidence)
+                    lines = [f"evidence: {evidence}"] if evidence else []
+                    if isinstance(check.validator_trace_id, str):
+                        lines.append(f"judged by {labels.get(check.validator_trace_id, check.validator_trace_id)}")
+                    out.append(StepItem(kind="validation", trace_id=trace.trace_id,
+                                        title=f"{who} · {check.scope} validation: {verdict} — {criterion}",
+                                        lines=tuple(lines), verdict=verdict if isinstance(verdict, str) else None,
+                                        round=number))
+            if k < len(decisions):
+                feedback = _text(decisions[k].get("feedback"))
+                by = f" by {labels[trace.parent_trace_id]}" if trace.parent_trace_id in labels else ""
+                out.append(StepItem(kind="review", trace_id=trace.trace_id,
+                                    title=f"{who} · review{by}: {_text(decisions[k].get('decision'))}",
+                                    lines=(feedback,) if feedback else (), round=number))
+        return out
+
+    out: list[StepItem] = []
+    for root in roots:
+        stack: list[tuple[Any, bool]] = [(root, False)]
+        while stack:  # iterative: brief on the way down, reports and verdicts on the way up
+            trace, done = stack.pop()
+            if done:
+                out.extend(closing(trace, is_root=trace is root))
+                continue
+            out.extend(opening(trace))
+            stack.append((trace, True))
+            stack.extend((child, False) for child in reversed(children.get(trace.trace_id, [])))
     return out
 
 
 class ReportStepper(RichDisplay):
-    """Prev / slider / next over the protocol items of a tree."""
+    """Prev / slider / next over the protocol items of a tree, a trace picker and a verdict filter."""
 
     def __init__(self, source: StoreSource | TraceFrames, root_trace_id: str) -> None:
         import ipywidgets as widgets
@@ -88,6 +206,9 @@ class ReportStepper(RichDisplay):
         frames = to_frames(source, [root_trace_id], events=False).tree(root_trace_id)
         self.items = protocol_items(frames)
         """The steps, in order."""
+        self.visible: list[StepItem] = list(self.items)
+        """The steps the verdict filter keeps (all of them by default); the slider moves over these."""
+        self._quiet = False
         count = max(len(self.items), 1)
         self.slider = widgets.IntSlider(value=0, min=0, max=count - 1, description="step", readout=False,
                                         disabled=not self.items)
@@ -95,36 +216,116 @@ class ReportStepper(RichDisplay):
         self.next_button = widgets.Button(description="next ▶", disabled=len(self.items) <= 1)
         self.label = widgets.Label()
         self.body = widgets.HTML()
+        self.trace_picker = widgets.Dropdown(options=self._trace_options(frames), description="trace",
+                                             disabled=not self.items, layout=widgets.Layout(width="40em"))
+        """Jump to the first step of a trace; follows the step shown."""
+        self.verdict_filter = widgets.Dropdown(options=["all", *VERDICTS], value="all", description="verdict",
+                                               disabled=not self.items, layout=widgets.Layout(width="14em"))
+        """Keep every step ("all") or only the criterion verdicts of one kind."""
         self.prev_button.on_click(lambda _: self.go(self.slider.value - 1))
         self.next_button.on_click(lambda _: self.go(self.slider.value + 1))
-        self.slider.observe(lambda _: self._render(), names="value")
-        self.widget = widgets.VBox([widgets.HBox([self.prev_button, self.slider, self.next_button, self.label]), self.body])
+        self.slider.observe(lambda _: None if self._quiet else self._render(), names="value")
+        self.trace_picker.observe(self._picked, names="value")
+        self.verdict_filter.observe(lambda change: self._apply_filter(), names="value")
+        self.widget = widgets.VBox([
+            widgets.HBox([self.prev_button, self.slider, self.next_button, self.label]),
+            widgets.HBox([self.trace_picker, self.verdict_filter]),
+            self.body,
+        ])
+        # Stable class names, so a browser test (or a stylesheet) can find the parts.
+        self.widget.add_class("cyber-agent-stepper")
+        self.body.add_class("cyber-agent-stepper-body")
+        self.label.add_class("cyber-agent-stepper-label")
         self._render()
+
+    def _trace_options(self, frames: TraceFrames) -> list[tuple[str, str]]:
+        labels = dict(zip(frames.traces["trace_id"], frames.traces["label"]))
+        summaries = {row.trace_id: row.summary if isinstance(row.summary, str) else row.objective
+                     for row in frames.reports.itertuples(index=False)}
+        options: dict[str, str] = {}
+        for item in self.items:
+            if item.trace_id not in options:
+                about = summaries.get(item.trace_id)
+                about = textwrap.shorten(about, 60, placeholder=" …") if isinstance(about, str) else "root task and answer"
+                options[item.trace_id] = f"{labels.get(item.trace_id, item.trace_id)} · {about}"
+        return [(text, trace_id) for trace_id, text in options.items()]
 
     @property
     def index(self) -> int:
-        """Position of the current step."""
+        """Position of the current step (among the visible ones)."""
         return int(self.slider.value)
 
     @property
     def current(self) -> StepItem | None:
-        """The step shown (None when the tree has no protocol data)."""
-        return self.items[self.index] if self.items else None
+        """The step shown (None when the tree has no protocol data, or the filter keeps nothing)."""
+        return self.visible[self.index] if self.visible else None
 
     def go(self, index: int) -> None:
-        """Show step `index` (clamped to the available steps)."""
-        if self.items:
-            self.slider.value = min(max(index, 0), len(self.items) - 1)
+        """Show step `index` (clamped to the visible steps)."""
+        if self.visible:
+            self.slider.value = min(max(index, 0), len(self.visible) - 1)
+
+    def jump_to(self, trace_id: str) -> None:
+        """Show the first step of `trace_id`; a verdict filter that hides all of its steps is reset to "all"."""
+        if not any(item.trace_id == trace_id for item in self.items):
+            raise ValueError(f"no steps for trace {trace_id!r} in this tree (validators have none of their own)")
+        if not any(item.trace_id == trace_id for item in self.visible):
+            self.verdict_filter.value = "all"
+        self._move(next(i for i, item in enumerate(self.visible) if item.trace_id == trace_id))
+
+    def filter_verdict(self, verdict: str = "all") -> None:
+        """Keep only criterion verdicts `verdict` (pass, fail, unknown), or every step ("all")."""
+        if verdict not in ("all", *VERDICTS):
+            raise ValueError(f"verdict must be one of all, {', '.join(VERDICTS)}; got {verdict!r}")
+        self.verdict_filter.value = verdict
+
+    def _apply_filter(self) -> None:
+        shown = self.current
+        wanted = self.verdict_filter.value
+        self.visible = [item for item in self.items if wanted == "all" or item.verdict == wanted]
+        self._move(self.visible.index(shown) if shown in self.visible else 0)
+
+    def _picked(self, change: Any) -> None:
+        if not self._quiet and isinstance(change["new"], str) and (self.current is None or change["new"] != self.current.trace_id):
+            self.jump_to(change["new"])
+
+    def _move(self, index: int) -> None:
+        """Set slider range and position together, then render once."""
+        top = max(len(self.visible) - 1, 0)
+        self._quiet = True
+        try:
+            if top >= self.slider.max:
+                self.slider.max = top
+                self.slider.value = index
+            else:
+                self.slider.value = index
+                self.slider.max = top
+        finally:
+            self._quiet = False
+        self._render()
+
+    def _empty_text(self) -> str:
+        return EMPTY if not self.items else f"no steps with verdict {self.verdict_filter.value}"
 
     def _render(self) -> None:
         item = self.current
+        only = "" if self.verdict_filter.value == "all" else f" · {self.verdict_filter.value} only"
         if item is None:
-            self.label.value, self.body.value = "0 / 0", f"<i>{EMPTY}</i>"
+            self.label.value, self.body.value = f"0 / 0{only}", f"<i>{html.escape(self._empty_text())}</i>"
+            self.prev_button.disabled = self.next_button.disabled = True
+            self.slider.disabled = True
             return
-        self.label.value = f"{self.index + 1} / {len(self.items)} · {item.kind}"
+        self.label.value = f"{self.index + 1} / {len(self.visible)} · {item.kind}{only}"
         self.body.value = item.to_html()
+        self.slider.disabled = False
         self.prev_button.disabled = self.index == 0
-        self.next_button.disabled = self.index >= len(self.items) - 1
+        self.next_button.disabled = self.index >= len(self.visible) - 1
+        if self.trace_picker.value != item.trace_id:
+            self._quiet = True
+            try:
+                self.trace_picker.value = item.trace_id
+            finally:
+                self._quiet = False
 
     def __repr__(self) -> str:
         return f"ReportStepper(steps={len(self.items)}, index={self.index})"
@@ -132,12 +333,12 @@ class ReportStepper(RichDisplay):
     def to_text(self) -> str:
         """The current step as text (or that there is none)."""
         item = self.current
-        return EMPTY if item is None else f"step {self.index + 1}/{len(self.items)} · {item.to_text()}"
+        return self._empty_text() if item is None else f"step {self.index + 1}/{len(self.visible)} · {item.to_text()}"
 
     def to_html(self) -> str:
         """The current step as HTML."""
         item = self.current
-        return f"<i>{EMPTY}</i>" if item is None else item.to_html()
+        return f"<i>{html.escape(self._empty_text())}</i>" if item is None else item.to_html()
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from cyber_agent.notebook import ReportStepper
-from cyber_agent.notebook.stepper import EMPTY
+import asyncio
 
-from nb_helpers import CHILD
+import pytest
+
+from cyber_agent.cli import DEMO_ANCHOR, DEMO_TASK
+from cyber_agent.core.config import RunConfig
+from cyber_agent.core.runner import AgentRunner
+from cyber_agent.notebook import ReportStepper, export_traces, load_export
+from cyber_agent.notebook.stepper import EMPTY
+from cyber_agent.trace import FileSystemTraceStore
+
+from nb_helpers import CHILD, REPO
 
 
 def test_steps_walk_brief_report_validations_review(recursive_store):
@@ -39,3 +47,85 @@ def test_a_legacy_tree_has_no_reports(demo_store, demo_root):
     assert stepper.next_button.disabled and stepper.prev_button.disabled
     stepper.next_button.click()
     assert stepper.index == 0
+
+
+def test_verdict_filter_and_jump_on_a_small_tree(recursive_store):
+    store, root = recursive_store
+    stepper = ReportStepper(store, root)
+    assert [text for text, _ in stepper.trace_picker.options] == ["delegate 1 · East is 152.00"]
+    stepper.filter_verdict("fail")
+    assert [i.title for i in stepper.visible] == ["delegate 1 · criteria validation: fail — names the rows used"]
+    assert stepper.label.value == "1 / 1 · validation · fail only" and stepper.next_button.disabled
+    assert len(stepper.items) == 5  # the filter hides steps, it never drops them
+    stepper.verdict_filter.value = "unknown"  # the dropdown is the same state as filter_verdict
+    assert stepper.current is None and stepper.label.value == "0 / 0 · unknown only"
+    assert "no steps with verdict unknown" in stepper.body.value and stepper.to_text() == "no steps with verdict unknown"
+    assert stepper.prev_button.disabled and stepper.next_button.disabled
+    stepper.jump_to(CHILD)  # nothing of CHILD is visible: the filter goes back to "all"
+    assert stepper.verdict_filter.value == "all" and stepper.label.value == "1 / 5 · brief"
+    with pytest.raises(ValueError, match="no steps for trace"):
+        stepper.jump_to("no-such-trace")
+    with pytest.raises(ValueError, match="verdict must be one of"):
+        stepper.filter_verdict("maybe")
+
+
+@pytest.fixture(scope="module")
+def recursive_demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[FileSystemTraceStore, str]:
+    """The offline recursive demo (depth 2, one rejection and revision per region, a root validation)."""
+    store = FileSystemTraceStore(tmp_path_factory.mktemp("recursive-demo"))
+
+    async def run() -> str:
+        config = RunConfig(model="demo", workspace=str(REPO), agent_mode="recursive", root_task_anchor=DEMO_ANCHOR)
+        result = await AgentRunner(trace_store=store).run_result([{"role": "user", "content": DEMO_TASK}], config)
+        assert result.status == "completed", result.trace.error_message
+        return result.trace.trace_id
+
+    return store, asyncio.run(run())
+
+
+def test_the_recursive_demo_reads_in_protocol_order(recursive_demo):
+    store, root = recursive_demo
+    stepper = ReportStepper(store, root)
+    titles = [item.title for item in stepper.items]
+    assert titles[0].startswith("main · root task: Report the revenue")
+    assert titles[1].startswith("delegate 1 · brief:")
+    # A rejected report, its validator, the revision and the pass, in that order, inside the child's steps.
+    east = titles[2:9]
+    assert east[0].startswith("explore 1 · brief:") and "region East" in east[0]
+    assert east[1] == "explore 1 · report 1 of 2 (completed): Region East: revenue 104.00 from 1 rows"
+    assert east[2].startswith("explore 1 · criteria validation: fail — the revenue of region East")
+    assert east[3] == "explore 1 · review by delegate 1: revise"
+    assert east[4] == "explore 1 · report 2 of 2 (completed): Region East: revenue 152.00 from 3 rows"
+    assert east[5].startswith("explore 1 · criteria validation: pass")
+    assert east[6] == "explore 1 · review by delegate 1: accept"
+    assert [i.round for i in stepper.items[2:9]] == [1, 1, 1, 1, 2, 2, 2]
+    assert "judged by validator 1" in stepper.items[4].lines and "judged by validator 2" in stepper.items[7].lines
+    # The delegate reports after its children; the root's answer and its validation close the walk.
+    assert titles[-4] == "delegate 1 · review by main: accept"
+    assert titles[-3] == "main · answer: Revenue per region from data/sales.csv (verified by validators):"
+    assert "Top region: North with revenue 951.75." in stepper.items[-3].lines
+    assert [i.verdict for i in stepper.items[-2:]] == ["pass", "pass"] and "root validation" in titles[-1]
+
+    stepper.filter_verdict("fail")
+    assert len(stepper.visible) == 4 and {i.verdict for i in stepper.visible} == {"fail"}
+    assert stepper.label.value == "1 / 4 · validation · fail only"
+    stepper.next_button.click()
+    assert "region North" in stepper.body.value and "claimed 605.25, recomputed 951.75" in stepper.body.value
+    assert stepper.trace_picker.value == stepper.current.trace_id  # the picker follows the step shown
+    stepper.filter_verdict("all")  # the step shown stays the step shown
+    assert stepper.current.verdict == "fail" and "region North" in stepper.current.title
+
+    west = stepper.trace_picker.options[4]
+    assert west[0] == "explore 3 · Region West: revenue 753.25 from 5 rows"
+    stepper.trace_picker.value = west[1]  # choosing a trace in the dropdown jumps to its brief
+    assert stepper.current.trace_id == west[1] and stepper.current.kind == "brief"
+    stepper.next_button.click()
+    assert "report 1 of 2 (completed): Region West: revenue 92.50" in stepper.body.value
+    stepper.slider.value = len(stepper.items) - 1
+    assert stepper.trace_picker.value == root and stepper.next_button.disabled
+
+
+def test_the_stepper_reads_an_export_like_the_store(recursive_demo, tmp_path):
+    store, root = recursive_demo
+    loaded = load_export(export_traces(store, root, tmp_path / "recursive.jsonl"))
+    assert [i.to_text() for i in ReportStepper(loaded, root).items] == [i.to_text() for i in ReportStepper(store, root).items]

@@ -1,0 +1,438 @@
+"""Generate the recursive-mode example notebooks (02, 04) with nbformat and execute them with nbclient.
+
+    .venv/bin/python notebooks/build_recursive_notebooks.py            # write and execute both
+    .venv/bin/python notebooks/build_recursive_notebooks.py 04         # only notebooks whose name starts with 04
+    .venv/bin/python notebooks/build_recursive_notebooks.py --no-run   # write without executing
+
+The notebooks are outputs of this script: edit the cells here, then re-run it. Both run
+offline on the `demo` model in a few seconds. Cells marked `# NBVAL_CHECK_OUTPUT` print only
+deterministic text (labels, verdicts, figures from data/sales.csv; never trace ids, times or
+paths) and are compared by
+`pytest --nbval-lax --nbval-current-env --nbval-sanitize-with notebooks/sanitize.cfg`;
+the other cells only have to run without error. Widget cells carry `# NBVAL_IGNORE_OUTPUT`
+too, for a strict `--nbval` run. (The legacy notebooks 01, 03, 05, 06 come from
+`build_notebooks.py`.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+HERE = Path(__file__).resolve().parent
+CHECK = "# NBVAL_CHECK_OUTPUT\n"
+IGNORE = "# NBVAL_IGNORE_OUTPUT\n"
+
+SETUP = """\
+%matplotlib inline
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+from IPython.display import display
+
+REPO = Path.cwd().parent  # notebooks run with their own folder as working directory
+pd.set_option("display.width", 140)
+pd.set_option("display.max_columns", 12)
+pd.set_option("display.max_colwidth", 70)"""
+
+
+def md(text: str) -> nbformat.NotebookNode:
+    return new_markdown_cell(text.strip())
+
+
+def code(text: str, *, check: bool = False, ignore: bool = False) -> nbformat.NotebookNode:
+    return new_code_cell((CHECK if check else "") + (IGNORE if ignore else "") + text.strip())
+
+
+def recursive_tree() -> list[nbformat.NotebookNode]:
+    return [
+        md("""
+# 02 · A recursive run: the task tree, its validators and a revision
+
+In **recursive mode** nobody grades their own homework. The root agent holds an immutable
+*anchor* (objective, completion criteria, hard constraints). It delegates with a **TaskBrief**;
+each child may delegate further, and ends with a **TaskReport**. An independent **validator**
+re-reads the child's persisted trajectory and judges every completion criterion with evidence;
+then the parent **reviews** the report (accept, revise, replan, split, fail). The root's own
+answer only completes once the **root validator** accepts it against the anchor.
+
+We run the bundled offline demo — the revenue per region of `data/sales.csv` and the top
+region — on the deterministic `demo` model (no key, no network). It goes two levels deep, and
+every region's first report is rejected by its validator and revised. This notebook looks at
+the run as a tree; notebook 04 steps through the reports and verdicts one by one.
+"""),
+        code(SETUP),
+        md("""
+## The anchor
+
+A recursive root cannot start without one. The demo's anchor is the one `cyber-agent demo`
+uses:
+"""),
+        code("""
+from cyber_agent.cli import DEMO_ANCHOR, DEMO_TASK
+
+print("objective:", DEMO_ANCHOR["objective"])
+for criterion in DEMO_ANCHOR["completion_criteria"]:
+    print("criterion:", criterion)
+for constraint in DEMO_ANCHOR["constraints"]:
+    print("constraint:", constraint)""", check=True),
+        md("""
+## Launch and watch
+
+`launch(..., mode="recursive", root_task_anchor=...)` starts the run on the toolkit's
+background loop and returns as soon as the root trace exists; the progress table below the
+cell updates live (agents and depth, LLM calls, tokens, the tool each agent is running).
+Traces go to a temporary store, so re-running never collides with an earlier run.
+
+The demo model answers instantly and never hands the event loop back, so a live view of it
+would jump straight from start to end. To watch the tree grow we give each of its calls
+30 ms of latency, as a real provider has: `llm_call=` takes any async callable with the
+model contract (here the demo model, wrapped).
+"""),
+        code("""
+import asyncio
+
+from cyber_agent.llm.resolve import resolve_llm
+from cyber_agent.notebook import launch
+
+demo_model = resolve_llm("demo").llm_call
+
+
+async def demo_with_latency(*args, **kwargs):
+    await asyncio.sleep(0.03)  # lets the progress poller run between calls
+    return await demo_model(*args, **kwargs)
+
+
+TMP = tempfile.TemporaryDirectory(prefix="cyber-agent-nb02-")  # removed when the kernel exits
+STORE = Path(TMP.name)
+handle = await launch(DEMO_TASK, mode="recursive", model="demo", llm_call=demo_with_latency,
+                      store=STORE, workspace=REPO, root_task_anchor=DEMO_ANCHOR)
+ROOT = handle.trace_id""", ignore=True),
+        md("""
+The cell returned while the tree is still growing, so the kernel is free. `handle.progress` is
+the latest snapshot; here we print one line each time the shape of the tree changes (the exact
+lines depend on timing):
+"""),
+        code("""
+shape = None
+while not handle.done:
+    snapshot = handle.progress
+    if (snapshot.agents, snapshot.depth, snapshot.running) != shape:
+        shape = (snapshot.agents, snapshot.depth, snapshot.running)
+        print(snapshot.to_text())
+    await asyncio.sleep(0.1)
+result = await handle.result()
+print(handle.progress.to_text())"""),
+        md("""
+## The answer
+
+It came back only after the root validator passed it:
+"""),
+        code("""
+print(result.status)
+print(result.answer)""", check=True),
+        md("""
+## The trace tree
+
+Every agent and every validator is its own trace. Validators hang under the trace they judged:
+one under the root (the root validation), one under the delegate, and **two** under each
+explore agent — one per report it submitted. Colour is the status, the marker the role.
+"""),
+        code("""
+from cyber_agent.notebook import draw_trace_tree, to_frames, trace_graph
+
+display(draw_trace_tree(handle.store, ROOT))"""),
+        md("""
+Every node is green: a rejected report does not fail a trace, the child simply continues.
+To see the verdicts in the drawing, put them in the graph — `trace_graph` is a plain
+`networkx.DiGraph`, and `draw_trace_tree` draws any such graph. The verdicts come from
+`to_frames(...).validations` (one row per judged criterion):
+"""),
+        code("""
+frames = to_frames(handle.store, ROOT)
+graph = trace_graph(frames, ROOT)
+verdicts = frames.validations.drop_duplicates("validator_trace_id").set_index("validator_trace_id")["verdict"]
+for validator, verdict in verdicts.items():
+    node = graph.nodes[validator]
+    name, tokens = node["label"].split("\\n")
+    node["label"] = f"{name}\\n{verdict} · {tokens}"
+    node["role"] = f"validator: {verdict}"  # a marker and a legend entry per verdict
+
+display(draw_trace_tree(graph))"""),
+        md("The same tree as text, in tree order:"),
+        code("""
+for node, data in graph.nodes(data=True):
+    print(f"{'  ' * data['depth']}{data['label'].splitlines()[0]:<12} {data['role']:<16} {data['status']}")""",
+             check=True),
+        md("""
+## Which validator rejected which report, and how the revision passed
+
+Three sources, joined in pandas: the reports each child submitted (its `submit_report` tool
+calls, in order), the validations of each report (`frames.validations`, where
+`validation_index` counts the reports of a trace), and the parent's decisions (the `reviews`
+its `trace.context["task_protocol"]` keeps, in order).
+"""),
+        code("""
+labels = frames.traces.set_index("trace_id")["label"]
+
+calls = frames.tool_calls
+submitted = calls[calls["tool_name"] == "submit_report"].sort_values(["trace_id", "sequence"])
+submitted = submitted.assign(round=submitted.groupby("trace_id").cumcount(),
+                             report=submitted["arguments"].map(lambda report: report["summary"]))
+
+reviews = pd.DataFrame([review for context in frames.traces["context"]
+                        for review in context.get("task_protocol", {}).get("reviews", [])])
+reviews = reviews.rename(columns={"child_trace_id": "trace_id"})
+reviews = reviews.assign(round=reviews.groupby("trace_id").cumcount())
+
+checks = frames.validations[frames.validations["scope"] == "criteria"].rename(columns={"validation_index": "round"})
+history = (checks.merge(submitted[["trace_id", "round", "report"]], on=["trace_id", "round"], how="left")
+                 .merge(reviews[["trace_id", "round", "decision"]], on=["trace_id", "round"], how="left"))
+history = history.assign(agent=history["trace_id"].map(labels), report_no=history["round"] + 1,
+                         validator=history["validator_trace_id"].map(labels))
+history[["agent", "report_no", "report", "validator", "criterion_verdict", "decision"]]""", check=True),
+        md("""
+Each explore agent's first report summed only the rows of a truncated read; its validator
+recomputed the total from the whole file, said so in its evidence, and the delegate sent the
+report back with `revise` and that evidence as feedback. The same child read the whole file,
+reported again, a second validator passed it, and the delegate accepted:
+"""),
+        code("""
+east = history[history["agent"] == "explore 1"]
+for row in east.itertuples():
+    print(f"report {row.report_no}: {row.report}")
+    print(f"  {row.validator}: {row.criterion_verdict} — {row.criterion_evidence}")
+    print(f"  review: {row.decision}")""", check=True),
+        md("""
+And the root's candidate answer against the anchor's criteria, judged by the root validator:
+"""),
+        code("""
+root_checks = frames.validations[frames.validations["scope"] == "root"]
+root_checks[["criterion", "criterion_verdict", "criterion_evidence"]]""", check=True),
+        md("""
+## The goal trees
+
+Inside each trace the agent keeps a plan, a goal tree. The root's: goal 2 delegated the work
+(a square marks an `agent_call` goal), and goal 3 is still grey:
+"""),
+        code("""
+from cyber_agent.notebook import draw_goal_tree
+
+display(draw_goal_tree(handle.store, ROOT, sub_traces=False))"""),
+        md("""
+`draw_goal_tree` also hangs every sub-agent (a diamond) and its own goals under the goal that
+started it. The delegate's plan, with the four explore agents it started and their goals
+(`draw_goal_tree(handle.store, ROOT)` draws the whole nesting in one, wider, figure). Validators
+do not appear in goal trees: they judge reports, they pursue no goals.
+"""),
+        code("""
+DELEGATE = frames.traces.loc[frames.traces["label"] == "delegate 1", "trace_id"].iloc[0]
+display(draw_goal_tree(handle.store, DELEGATE))"""),
+        md("""
+A goal tree is a plan, not the verdict. Two things are worth checking in any recursive run:
+goals that were left open, and goal summaries that disagree with the report the parent finally
+accepted (a goal's summary is written when the goal completes; a revised report comes later).
+"""),
+        code("""
+goals = frames.goals.assign(agent=frames.goals["trace_id"].map(labels))
+print("open goals:")
+print(goals.loc[goals["status"] != "completed", ["agent", "goal_id", "description", "status"]].to_string(index=False)
+      if (goals["status"] != "completed").any() else "  none")
+
+accepted = frames.reports.set_index("trace_id")["summary"]
+tops = goals[goals["parent_goal_id"].isna() & goals["trace_id"].isin(accepted.index)]
+stale = tops[tops["summary"] != tops["trace_id"].map(accepted)]
+print("goal summaries that differ from the accepted report:")
+for row in stale.itertuples():
+    print(f"  {row.agent}: goal says {row.summary!r}, accepted report says {accepted[row.trace_id]!r}")
+if stale.empty:
+    print("  none")""", check=True),
+        md("""
+Notebook 04 walks the same protocol step by step with a widget; notebook 03 covers the
+tree-wide budget a recursive root freezes at creation; notebook 05 loads exported trees
+(`data/exports/recursive_demo.jsonl` is this run) into pandas.
+
+Last, remove the temporary store (a kernel that is killed rather than shut down would leave it
+behind). To keep a run, pass `store=".trace"` to `launch`, or export it with
+`export_traces(handle.store, ROOT, "my_run.jsonl")`.
+"""),
+        code("TMP.cleanup()"),
+    ]
+
+
+def reports_and_validators() -> list[nbformat.NotebookNode]:
+    return [
+        md("""
+# 04 · Reports and validators, step by step
+
+Auditing a recursive run means answering, for every delegated task: what was the child asked
+(its **TaskBrief**), what did it claim (its **TaskReport**), how did an independent validator
+judge each completion criterion and on what evidence (**ValidationResult**), and what did the
+parent decide (**TaskReview**)? `ReportStepper` walks exactly that, in protocol order, with
+ipywidgets; every step is also plain text for when there is no widget frontend.
+
+We use the recursive demo (the revenue per region of `data/sales.csv`; two levels deep; every
+region's first report rejected and revised; a root validation).
+"""),
+        code(SETUP),
+        md("""
+## Load the run (nothing runs)
+
+`data/exports/recursive_demo.jsonl` is an export of that run (`data/make_exports.py` writes
+it). `load_export` reads it into a read-only store — every write is refused, so nothing can run
+on it. Without the file we run the demo instead; the steps are the same either way, because
+the demo model is deterministic.
+"""),
+        code("""
+from cyber_agent.cli import DEMO_ANCHOR, DEMO_TASK
+from cyber_agent.notebook import launch, load_export, to_frames
+
+EXPORT = REPO / "data" / "exports" / "recursive_demo.jsonl"
+if EXPORT.exists():
+    source = load_export(EXPORT)
+    ROOT = to_frames(source, events=False).traces.query("depth == 0")["trace_id"].iloc[0]
+    print("loaded", EXPORT.relative_to(REPO))
+else:
+    TMP = tempfile.TemporaryDirectory(prefix="cyber-agent-nb04-")  # removed when the kernel exits
+    handle = await launch(DEMO_TASK, mode="recursive", model="demo", store=Path(TMP.name), workspace=REPO,
+                          root_task_anchor=DEMO_ANCHOR, progress=False)
+    await handle.result()
+    source, ROOT = handle.store, handle.trace_id
+    print("ran the recursive demo")
+frames = to_frames(source, ROOT)
+frames"""),
+        md("""
+One row per delegated task in `frames.reports`: the brief's objective, the report that stood
+in the end, and the parent's last decision.
+"""),
+        code("""
+frames.reports.assign(agent=frames.reports["trace_id"].map(frames.traces.set_index("trace_id")["label"]))[
+    ["agent", "depth", "objective", "outcome", "summary", "review_decision"]]""", check=True),
+        md("""
+## The stepper
+
+Use **◀ prev** / **next ▶** or the slider to move; the **trace** dropdown jumps to the first step
+of an agent (and follows the step shown); the **verdict** dropdown keeps only the criterion
+verdicts that passed, failed or stayed unknown. The order is the protocol's: a trace's brief,
+then its children's steps, then each round of report → verdicts → review. A report sent back
+with `revise` and submitted again is a second round, so a rejection and its revision read in
+order. The root's anchor opens the walk; its answer and the root validator's verdicts close it.
+"""),
+        code("""
+from cyber_agent.notebook import ReportStepper
+
+stepper = ReportStepper(frames, ROOT)
+stepper""", ignore=True),
+        md("""
+The widget's state is plain Python: the buttons and dropdowns only call `go`, `jump_to` and
+`filter_verdict`, so code can drive it too — and the widget above moves along. Jump to the
+first explore agent (region East) and walk its seven steps:
+"""),
+        code("""
+east = next(trace for text, trace in stepper.trace_picker.options if text.startswith("explore 1 "))
+stepper.jump_to(east)
+for _ in range(7):
+    print(stepper.label.value)
+    print(stepper.current.to_text(), end="\\n\\n")
+    stepper.next_button.click()""", check=True),
+        md("""
+The first report summed one row of region East (a truncated read: `read_file` with
+`limit: 12`); validator 1 recomputed 152.00 from the whole file and failed the criterion; the
+delegate's review quoted that evidence back with `revise`; the second report read the whole
+file, validator 2 passed it, and the delegate accepted.
+
+## Only the rejections
+
+The verdict filter keeps the criterion verdicts of one kind — here every `fail` of the tree:
+"""),
+        code("""
+stepper.filter_verdict("fail")
+print(stepper.label.value)
+for item in stepper.visible:
+    print("-", item.title)
+    print("   ", item.lines[0])""", check=True),
+        code("""
+stepper.filter_verdict("all")
+stepper.go(len(stepper.items) - 1)  # the last step: the root validator on the final answer
+print(stepper.to_text())""", check=True),
+        md("""
+## Text fallback
+
+Without a widget frontend (a terminal, a static HTML export, a CI log) the same steps are
+text: `stepper.show()` prints the current step outside a notebook, `StepItem.to_text()` renders
+one step, and the titles alone are an outline of the whole protocol:
+"""),
+        code("""
+import textwrap
+
+for number, item in enumerate(stepper.items, start=1):
+    print(f"{number:>2}. [{item.kind:<10}] {textwrap.shorten(item.title, 100, placeholder=' …')}")""", check=True),
+        md("""
+## The same records as frames
+
+For counting rather than reading: one row per judged criterion, pivoted to report rounds.
+Every first report failed, every second one passed, and the delegate and root passed at once.
+"""),
+        code("""
+labels = frames.traces.set_index("trace_id")["label"]
+verdicts = frames.validations.assign(agent=frames.validations["trace_id"].map(labels),
+                                     report=frames.validations["validation_index"] + 1)
+verdicts.pivot_table(index=["scope", "agent"], columns="report", values="criterion_verdict", aggfunc="first")""",
+             check=True),
+        md("""
+And every decision a parent took, in order, with its feedback — a `revise` carries the
+validator's evidence back to the child:
+"""),
+        code("""
+reviews = pd.DataFrame([{"parent": labels[parent], **review}
+                        for parent, context in zip(frames.traces["trace_id"], frames.traces["context"])
+                        for review in context.get("task_protocol", {}).get("reviews", [])])
+reviews.assign(child=reviews["child_trace_id"].map(labels))[["parent", "child", "decision", "feedback"]]""",
+             check=True),
+        md("If this notebook ran the demo itself (no export found), its temporary store goes now:"),
+        code("""
+if "TMP" in globals():
+    TMP.cleanup()"""),
+    ]
+
+
+NOTEBOOKS = {
+    "02_recursive_tree.ipynb": recursive_tree,
+    "04_reports_and_validators.ipynb": reports_and_validators,
+}
+
+
+def build(name: str, *, run: bool) -> Path:
+    nb = new_notebook(cells=NOTEBOOKS[name]())
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["language_info"] = {"name": "python"}
+    path = HERE / name
+    if run:
+        NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}).execute()
+    nbformat.write(nb, path)
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write (and execute) the notebooks."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("only", nargs="*", help="name prefixes of the notebooks to build (default: both)")
+    parser.add_argument("--no-run", action="store_true", help="write the notebooks without executing them")
+    args = parser.parse_args(argv)
+    for name in NOTEBOOKS:
+        if not args.only or any(name.startswith(p) for p in args.only):
+            started = time.monotonic()
+            path = build(name, run=not args.no_run)
+            print(f"built {path.relative_to(HERE.parent)} in {time.monotonic() - started:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -411,9 +411,12 @@ class AgentRunner:
         if status == "completed" and prepared.root_goal_id is not None:
             tree = await store.get_goal_tree(trace_id)
             goal = tree.find(prepared.root_goal_id) if tree else None
+            first_line = _clip((answer or "").strip().splitlines()[0]) if (answer or "").strip() else ""
             if goal is not None and goal.status not in ("completed", "abandoned", "failed"):
-                first_line = (answer or "").strip().splitlines()[0] if (answer or "").strip() else ""
-                await store.update_goal(trace_id, goal.id, status="completed", summary=_clip(first_line))
+                await store.update_goal(trace_id, goal.id, status="completed", summary=first_line)
+            elif goal is not None and goal.status == "completed" and goal.summary != first_line:
+                # A revised run (review → revise) completes again: the goal shows the latest answer.
+                await store.update_goal(trace_id, goal.id, summary=first_line)
         trace = await store.update_trace(trace_id, **updates)
         if status == "completed":
             await store.append_event(trace_id, "trace_completed", {"trace_id": trace_id, "total_messages": trace.total_messages})

@@ -66,7 +66,8 @@ def _root(state: Any, path: str) -> Step:
     best = max(accepted, key=accepted.get)
     summary = f"Top region: {best} with revenue {accepted[best]:.2f}"
     if "goal" in state.tools and not state.made("goal", done=summary):
-        return "", [("goal", {"done": f"Revenue verified for {len(accepted)} regions"}), ("goal", {"done": summary})]
+        return "", [("goal", {"done": f"Revenue verified for {len(accepted)} regions"}), ("goal", {"focus": "3"}),
+                    ("goal", {"done": summary})]
     lines = [f"- {region}: {value:.2f}" for region, value in accepted.items()]
     return f"Revenue per region from {path} (verified by validators):\n" + "\n".join(lines) + f"\n{summary}.", []
 

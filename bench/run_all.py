@@ -1,0 +1,341 @@
+"""Run every bench in one go, print one table of medians, ratios and targets, write bench/results/latest.json.
+
+    python bench/run_all.py                 # the whole suite (~8-11 min on a busy 2-core machine)
+    python bench/run_all.py --quick         # fewer repetitions and smaller sizes (~1.5-5 min)
+    python bench/run_all.py --only tree,store --dir /dev/shm
+
+Each bench runs as its own child process, one after the other (never side by side: they would
+slow each other down), with a time limit; the child writes its results as JSON and this script
+reads them. A bench that is missing, times out or fails becomes a row marked so, never a crash:
+
+| key       | script                                | what                                                                   |
+| --------- | ------------------------------------- | ---------------------------------------------------------------------- |
+| overhead  | bench/overhead.py                     | per-step overhead vs pydantic-ai and LangGraph (peers missing: skipped) |
+| store     | bench/store_scale.py                  | add_message rate and main-path load at 10k and 100k messages           |
+| tree      | bench/recursive_tree.py (file, memory)| a 50-agent recursive tree, sequential vs parallel(2)                    |
+| notebook  | bench/notebook.py                     | to_frames of 100k messages vs raw read+parse; 1,000-node tree drawing   |
+
+The exit status is 1 if a cyber_agent bench failed or timed out, else 0: a target that is not
+met is a finding to read in the table, not a crash.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+REPO = BENCH.parent
+RESULTS = BENCH / "results" / "latest.json"
+VERDICT = {True: "MET", False: "NOT MET", None: "-"}
+
+
+@dataclass(kw_only=True)
+class Outcome:
+    """What one bench child process produced."""
+
+    key: str
+    command: list[str]
+    status: str = "ok"
+    """ok | failed | timeout | not available."""
+    seconds: float = 0.0
+    data: dict[str, Any] | None = None
+    """The bench's JSON (or what was parsed from its output)."""
+    detail: str = ""
+    stdout: str = field(default="", repr=False)
+
+
+def _run(key: str, args: list[str], timeout: float, json_path: Path | None) -> Outcome:
+    """Run one bench script, echo its output indented, and load its JSON."""
+    command = [sys.executable, *args]
+    print(f"\n=== {key}: {' '.join(Path(a).name if a.endswith('.py') else a for a in args)} (limit {timeout:.0f}s)",
+          flush=True)
+    outcome = Outcome(key=key, command=command)
+    started = time.perf_counter()
+    proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    lines: list[str] = []
+
+    def echo() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line.rstrip("\n"))
+            print(f"  {lines[-1]}", flush=True)
+
+    reader = threading.Thread(target=echo, daemon=True)
+    reader.start()
+    try:
+        # The child's own time budgets keep it short; the limit is the backstop for a hang.
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        outcome.status, outcome.detail = "timeout", f"killed after {timeout:.0f}s"
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        reader.join(timeout=10)
+    outcome.seconds = time.perf_counter() - started
+    outcome.stdout = "\n".join(lines)
+    if outcome.status == "ok" and proc.returncode != 0:
+        tail = next((line for line in reversed(lines) if line.strip()), "")
+        outcome.status, outcome.detail = "failed", f"exit status {proc.returncode}: {tail[:200]}"
+    if json_path is not None and json_path.exists():
+        try:
+            outcome.data = json.loads(json_path.read_text())
+        except ValueError as exc:
+            outcome.status, outcome.detail = "failed", f"unreadable JSON: {exc}"
+    elif json_path is not None and outcome.status == "ok":
+        outcome.status, outcome.detail = "failed", "wrote no JSON"
+    return outcome
+
+
+def _supports(script: Path, flag: str) -> bool:
+    try:
+        help_text = subprocess.run([sys.executable, str(script), "--help"], cwd=REPO, capture_output=True, text=True,
+                                   timeout=120).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return flag in help_text
+
+
+# ---- notebook.py prints, it does not write JSON: read its verdict lines ------------------------
+_DRAW = re.compile(r"^\s*(?P<name>.+?)\s+nodes=\s*(?P<nodes>\d+)\s+draw=(?P<draw>[\d.]+) s\s+draw\+png=(?P<total>[\d.]+) s")
+_FRAMES = re.compile(r"^\s*(?P<clock>wall|cpu): raw read\+json\.loads=(?P<raw>[\d.]+) s\s+to_frames=(?P<frames>[\d.]+) s"
+                     r"\s+ratio=(?P<ratio>[\d.]+)x")
+_FRAMES_HEAD = re.compile(r"frames of (?P<messages>[\d,]+) messages")
+
+
+def parse_notebook(stdout: str) -> dict[str, Any]:
+    """The figures bench/notebook.py prints, as data (empty lists if its format changed)."""
+    draws, frames, messages = [], [], None
+    for line in stdout.splitlines():
+        if match := _DRAW.match(line):
+            draws.append({"tree": match["name"].strip(), "nodes": int(match["nodes"]), "draw_s": float(match["draw"]),
+                          "draw_png_s": float(match["total"])})
+        elif match := _FRAMES.match(line):
+            frames.append({"clock": match["clock"], "raw_s": float(match["raw"]), "frames_s": float(match["frames"]),
+                           "ratio": float(match["ratio"])})
+        elif match := _FRAMES_HEAD.search(line):
+            messages = int(match["messages"].replace(",", ""))
+    return {"bench": "notebook", "draw": draws, "frames": frames, "frames_messages": messages}
+
+
+# ---- the table ----------------------------------------------------------------------------------
+Row = dict[str, Any]
+
+
+def _row(bench: str, measure: str, value: str, ratio: float | None = None, limit: str = "",
+         met: bool | None = None) -> Row:
+    return {"bench": bench, "measure": measure, "value": value,
+            "ratio": None if ratio is None else round(ratio, 3), "target": limit, "verdict": VERDICT[met]}
+
+
+def _missing(outcome: Outcome, bench: str) -> list[Row]:
+    return [_row(bench, outcome.status, outcome.detail or "-")]
+
+
+def rows_overhead(outcome: Outcome) -> list[Row]:
+    """Per-step medians of every framework and the overhead targets."""
+    data = outcome.data
+    if not data:
+        return _missing(outcome, "overhead")
+    rows = []
+    for r in data["results"]:
+        name = f"{r['framework']} ({r['store']}) N={r['n']}"
+        if r.get("skipped"):
+            rows.append(_row("overhead", name, f"skipped: {r['skipped']}"))
+        elif r.get("error"):
+            rows.append(_row("overhead", name, f"FAILED: {r['error']}"))
+        elif r["median_us_per_step"] is not None:
+            rows.append(_row("overhead", name, f"{r['median_us_per_step']:.0f} us/step", r["ratio_vs_langgraph"]))
+    for t in data["targets"]:
+        label = t["name"] if "flatness" in t["name"] else f"{t['name']} at N={t['n']}"
+        value = "-" if t["value"] is None else f"{t['value']:.3f}"
+        rows.append(_row("overhead", label, value, t["value"], f"<= {t['limit']}", t["met"]))
+    return rows
+
+
+def rows_store(outcome: Outcome) -> list[Row]:
+    """us/add and main-path loads per store and size, and the flatness checks."""
+    data = outcome.data
+    if not data:
+        return _missing(outcome, "store")
+    rows = []
+    for result in data["results"]:
+        for size, r in sorted(result["sizes"].items(), key=lambda kv: int(kv[0])):
+            cold = f", cold {r['path_cold_s']:.2f} s" if r["path_cold_s"] is not None else ""
+            rows.append(_row("store", f"{result['store']} store at {int(size):,} messages",
+                             f"{r['us_per_add']:.0f} us/add; main path warm {r['path_warm_s']:.2f} s{cold}"))
+        if result["stopped_at"] is not None:
+            rows.append(_row("store", f"{result['store']} store", f"fill budget ran out at {result['stopped_at']:,} messages"))
+    for t in data["targets"]:
+        value = "-" if t["value"] is None else f"{t['value']:.2f}"
+        rows.append(_row("store", t["name"], value, t["value"], f"<= {t['limit']}", t["met"]))
+    return rows
+
+
+def rows_tree(outcome: Outcome, store: str) -> list[Row]:
+    """Sequential and parallel medians and the ratio target."""
+    data = outcome.data
+    bench = f"tree ({store})"
+    if not data:
+        return _missing(outcome, bench)
+    config, med = data["config"], data["median_s"]
+    rows = [_row(bench, f"{mode}, {config['agents']} agents, {config['latency_s'] * 1000:.0f} ms/call",
+                 f"{med[mode]:.2f} s" if med[mode] is not None else "-") for mode in ("sequential", "parallel")]
+    if data.get("error"):
+        rows.append(_row(bench, "FAILED", data["error"][:200]))
+    target = data["targets"][0]
+    agents = "same agent count" if data["same_agent_count"] else "AGENT COUNTS DIFFER"
+    rows.append(_row(bench, f"{target['name']} ({agents})", "-" if target["value"] is None else f"{target['value']:.3f}",
+                     target["value"], f"<= {target['limit']}", target["met"]))
+    return rows
+
+
+def rows_notebook(outcome: Outcome, quick: bool) -> list[Row]:
+    """Frames vs raw read (target <= 1.5x) and tree drawing (target < 1 s)."""
+    data = outcome.data
+    if not data or (not data["frames"] and not data["draw"]):
+        return _missing(outcome, "notebook") if outcome.status != "ok" else [_row("notebook", "unparsed", "no figures found")]
+    rows = []
+    size = data["frames_messages"]
+    note = " [--quick size]" if quick and size and size < 100_000 else ""
+    for f in data["frames"]:
+        rows.append(_row("notebook", f"to_frames / raw read+parse, {size:,} msgs, {f['clock']} clock{note}",
+                         f"{f['frames_s']:.2f} s vs {f['raw_s']:.2f} s", f["ratio"], "<= 1.5", f["ratio"] <= 1.5))
+    for d in data["draw"]:
+        rows.append(_row("notebook", f"draw {d['tree']} ({d['nodes']} nodes) + PNG", f"{d['draw_png_s']:.3f} s",
+                         None, "< 1 s", d["draw_png_s"] < 1.0))
+    return rows
+
+
+def print_table(rows: list[Row]) -> None:
+    """Print the consolidated table."""
+    widths = {k: max(len(k), *(len(str(r[k] if r[k] is not None else "-")) for r in rows)) for k in rows[0]}
+    widths["measure"] = min(widths["measure"], 70)
+    widths["value"] = min(widths["value"], 60)
+    header = "  ".join(k.ljust(widths[k]) for k in rows[0])
+    print("\n" + header + "\n" + "-" * len(header))
+    for r in rows:
+        cells = []
+        for k in r:
+            text = "-" if r[k] is None else (f"{r[k]:.3f}x" if k == "ratio" else str(r[k]))
+            cells.append(text[: widths[k]].ljust(widths[k]))
+        print("  ".join(cells).rstrip())
+
+
+# ---- environment --------------------------------------------------------------------------------
+def machine() -> dict[str, Any]:
+    """Date, machine size, load and git commit, for the JSON and the docs."""
+    memory = None
+    try:
+        with open("/proc/meminfo") as handle:
+            kib = int(next(line for line in handle if line.startswith("MemTotal")).split()[1])
+        memory = round(kib / 1024 / 1024, 1)
+    except (OSError, StopIteration, ValueError):
+        pass
+
+    def git(*args: str) -> str | None:
+        try:
+            return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True,
+                                  timeout=20).stdout.strip() or None
+        except (OSError, subprocess.SubprocessError):
+            return None
+
+    return {"date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "nproc": os.cpu_count(), "memory_gib": memory,
+            "python": platform.python_version(), "platform": platform.platform(), "git_commit": git("rev-parse", "HEAD"),
+            "git_dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+            "load_average": list(os.getloadavg())}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the selected benches, print the table, write the JSON."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="every bench in its --quick form")
+    parser.add_argument("--only", help="comma-separated subset of: overhead,store,tree,notebook")
+    parser.add_argument("--dir", help="directory for file stores' temporary traces (default: system temp)")
+    parser.add_argument("--out", default=str(RESULTS), help=f"where to write the JSON (default {RESULTS.relative_to(REPO)})")
+    args = parser.parse_args(argv)
+    keys = ["overhead", "store", "tree", "notebook"]
+    wanted = keys if not args.only else [k for k in keys if k in args.only.split(",")]
+    quick = ["--quick"] if args.quick else []
+    where = ["--dir", args.dir] if args.dir else []
+    env = machine()
+    print(f"cyber_agent benches{' (--quick)' if args.quick else ''}: {env['nproc']} CPUs, {env['memory_gib']} GiB, "
+          f"load average {env['load_average'][0]:.2f}, commit {(env['git_commit'] or '?')[:10]}"
+          f"{' (dirty)' if env['git_dirty'] else ''}")
+    started = time.perf_counter()
+    outcomes: dict[str, Outcome] = {}
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="bench-run-all-") as tmp_name:
+        tmp = Path(tmp_name)
+
+        def bench(key: str, script: str, extra: list[str], timeout: float, render: Callable[[Outcome], list[Row]]) -> None:
+            path = BENCH / script
+            if not path.exists():
+                outcome = Outcome(key=key, command=[], status="not available", detail=f"bench/{script} does not exist")
+            else:
+                out = tmp / f"{key}.json"
+                outcome = _run(key, [str(path), *quick, *extra, "--json", str(out)], timeout, out)
+            outcomes[key] = outcome
+            rows.extend(render(outcome))
+
+        if "overhead" in wanted:
+            # --quick: one round after the warm-up on a busy machine (pydantic-ai at N=400 alone takes ~20 s).
+            bench("overhead", "overhead.py", [*where, *(["--budget", "45"] if args.quick else [])],
+                  240 if args.quick else 420, rows_overhead)
+        if "store" in wanted:
+            bench("store", "store_scale.py", where, 240 if args.quick else 600, rows_store)
+        if "tree" in wanted:
+            for store in ("file", "memory"):
+                extra = ["--store", store, *(where if store == "file" else [])]
+                bench(f"tree_{store}", "recursive_tree.py", extra, 180 if args.quick else 420,
+                      lambda o, s=store: rows_tree(o, s))
+        if "notebook" in wanted:
+            script = BENCH / "notebook.py"
+            if not script.exists():
+                outcome = Outcome(key="notebook", command=[], status="not available",
+                                  detail="bench/notebook.py does not exist")
+            elif _supports(script, "--json"):
+                out = tmp / "notebook.json"
+                outcome = _run("notebook", [str(script), *quick, *where, "--json", str(out)], 240 if args.quick else 600, out)
+            else:
+                outcome = _run("notebook", [str(script), *quick, *where], 240 if args.quick else 600, None)
+                outcome.data = parse_notebook(outcome.stdout)
+            outcomes["notebook"] = outcome
+            rows.extend(rows_notebook(outcome, args.quick))
+    seconds = time.perf_counter() - started
+    print_table(rows)
+    env["load_average_at_end"] = list(os.getloadavg())
+    print(f"\n(suite took {seconds:.0f}s; load average {env['load_average'][0]:.2f} at start, "
+          f"{env['load_average_at_end'][0]:.2f} at end, on {env['nproc']} CPUs)")
+    payload = {
+        "schema": 1, "quick": args.quick, "machine": env, "seconds": round(seconds, 1), "table": rows,
+        "benches": {k: {"status": o.status, "detail": o.detail, "seconds": round(o.seconds, 1), "command": o.command[1:],
+                        "results": o.data} for k, o in outcomes.items()},
+    }
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(payload, indent=1))
+    print(f"results written to {out}")
+    broken = [o.key for o in outcomes.values() if o.status in ("failed", "timeout")]
+    if broken:
+        print(f"benches that failed or timed out: {', '.join(broken)}")
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import nbformat
@@ -22,6 +24,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 HERE = Path(__file__).resolve().parent
 CHECK = "# NBVAL_CHECK_OUTPUT\n"
+IGNORE = "# NBVAL_IGNORE_OUTPUT\n"
 
 SETUP = """\
 %matplotlib inline
@@ -40,8 +43,8 @@ def md(text: str) -> nbformat.NotebookNode:
     return new_markdown_cell(text.strip())
 
 
-def code(text: str, *, check: bool = False) -> nbformat.NotebookNode:
-    return new_code_cell((CHECK if check else "") + text.strip())
+def code(text: str, *, check: bool = False, ignore: bool = False) -> nbformat.NotebookNode:
+    return new_code_cell((CHECK if check else "") + (IGNORE if ignore else "") + text.strip())
 
 
 def quickstart() -> list[nbformat.NotebookNode]:
@@ -406,8 +409,9 @@ NOTEBOOKS = {
 }
 
 
-def build(name: str, *, run: bool) -> Path:
-    nb = new_notebook(cells=NOTEBOOKS[name]())
+def build(name: str, cells: Callable[[], list[nbformat.NotebookNode]], *, run: bool) -> Path:
+    """Write the notebook `name` from its cells, executing it first unless `run` is False."""
+    nb = new_notebook(cells=cells())
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata["language_info"] = {"name": "python"}
     path = HERE / name
@@ -417,15 +421,17 @@ def build(name: str, *, run: bool) -> Path:
     return path
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Write (and execute) the notebooks."""
+def main(argv: list[str] | None = None, notebooks: dict[str, Callable[[], list[nbformat.NotebookNode]]] = NOTEBOOKS) -> int:
+    """Write (and execute) the notebooks; build_recursive_notebooks.py reuses this with its own set."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("only", nargs="*", help="name prefixes of the notebooks to build (default: all)")
     parser.add_argument("--no-run", action="store_true", help="write the notebooks without executing them")
     args = parser.parse_args(argv)
-    for name in NOTEBOOKS:
+    for name, cells in notebooks.items():
         if not args.only or any(name.startswith(p) for p in args.only):
-            print("built", build(name, run=not args.no_run).relative_to(HERE.parent))
+            started = time.monotonic()
+            path = build(name, cells, run=not args.no_run)
+            print(f"built {path.relative_to(HERE.parent)} in {time.monotonic() - started:.1f} s")
     return 0
 
 

@@ -16,18 +16,14 @@ too, for a strict `--nbval` run. (The legacy notebooks 01, 03, 05, 06 come from
 
 from __future__ import annotations
 
-import argparse
 import sys
-import time
 from pathlib import Path
 
 import nbformat
-from nbclient import NotebookClient
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+from build_notebooks import code, md
+from build_notebooks import main as build_all
 
 HERE = Path(__file__).resolve().parent
-CHECK = "# NBVAL_CHECK_OUTPUT\n"
-IGNORE = "# NBVAL_IGNORE_OUTPUT\n"
 
 SETUP = """\
 %matplotlib inline
@@ -41,14 +37,6 @@ REPO = Path.cwd().parent  # notebooks run with their own folder as working direc
 pd.set_option("display.width", 140)
 pd.set_option("display.max_columns", 12)
 pd.set_option("display.max_colwidth", 70)"""
-
-
-def md(text: str) -> nbformat.NotebookNode:
-    return new_markdown_cell(text.strip())
-
-
-def code(text: str, *, check: bool = False, ignore: bool = False) -> nbformat.NotebookNode:
-    return new_code_cell((CHECK if check else "") + (IGNORE if ignore else "") + text.strip())
 
 
 def recursive_tree() -> list[nbformat.NotebookNode]:
@@ -409,29 +397,9 @@ NOTEBOOKS = {
 }
 
 
-def build(name: str, *, run: bool) -> Path:
-    nb = new_notebook(cells=NOTEBOOKS[name]())
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb.metadata["language_info"] = {"name": "python"}
-    path = HERE / name
-    if run:
-        NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}).execute()
-    nbformat.write(nb, path)
-    return path
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Write (and execute) the notebooks."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("only", nargs="*", help="name prefixes of the notebooks to build (default: both)")
-    parser.add_argument("--no-run", action="store_true", help="write the notebooks without executing them")
-    args = parser.parse_args(argv)
-    for name in NOTEBOOKS:
-        if not args.only or any(name.startswith(p) for p in args.only):
-            started = time.monotonic()
-            path = build(name, run=not args.no_run)
-            print(f"built {path.relative_to(HERE.parent)} in {time.monotonic() - started:.1f} s")
-    return 0
+    """Write (and execute) the recursive notebooks with the legacy builder's machinery."""
+    return build_all(argv, NOTEBOOKS)
 
 
 if __name__ == "__main__":

@@ -36,7 +36,6 @@ RECURSIVE_CHILD_TOOLS = frozenset({
 })
 # Never granted to recursive children (A6).
 RECURSIVE_CHILD_FORBIDDEN = frozenset({"evaluate", "bash_command"})
-PROTOCOL_TOOLS = frozenset({"submit_report", "review_task", "read_context_ref"})
 
 
 @dataclass(frozen=True, kw_only=True)

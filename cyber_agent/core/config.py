@@ -10,11 +10,16 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from cyber_agent.errors import ConfigurationError
 
-__all__ = ["RunConfig"]
+__all__ = ["RunConfig", "config_hash"]
 
 # Identity and per-call fields: not part of the behaviour snapshot (T7).
 _NOT_BEHAVIOUR = {"trace_id", "after_sequence", "new_trace_id", "context", "root_task_anchor", "side_branch",
                   "parent_trace_id", "parent_goal_id", "agent_mode"}
+
+
+def config_hash(data: dict[str, Any]) -> str:
+    """SHA-256 of a behaviour snapshot's canonical JSON (T7): what snapshots are checked against."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
 
 
 class RunConfig(BaseModel):
@@ -112,5 +117,4 @@ class RunConfig(BaseModel):
     def behaviour_snapshot(self) -> dict[str, Any]:
         """The fields that decide behaviour (ids and rewind points excluded), with their hash."""
         data = self.model_dump(mode="json", exclude=_NOT_BEHAVIOUR)
-        digest = hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
-        return {"config": data, "hash": digest}
+        return {"config": data, "hash": config_hash(data)}

@@ -14,7 +14,7 @@ import os
 from pydantic import ValidationError
 
 from cyber_agent.core.agent_mode import AgentPolicy, policy_from_environment, validate_recursive_child_execution
-from cyber_agent.core.config import RunConfig
+from cyber_agent.core.config import RunConfig, config_hash
 from cyber_agent.core.prompt import build_system_prompt
 from cyber_agent.core.resource_budget import ResourceBudget
 from cyber_agent.core.task_protocol import RootTaskAnchor
@@ -99,11 +99,7 @@ async def effective_config(store: Any, config: RunConfig) -> RunConfig:
         inferred["legacy_inferred"] = True
         await store.update_trace(trace.trace_id, context={**trace.context, "run_config_snapshot": inferred})
         snapshot = inferred
-    import hashlib
-    import json
-
-    digest = hashlib.sha256(json.dumps(snapshot["config"], sort_keys=True).encode()).hexdigest()
-    if digest != snapshot.get("hash"):
+    if config_hash(snapshot["config"]) != snapshot.get("hash"):
         raise RunError(f"run-config snapshot of {trace.trace_id!r} does not match its hash; it was altered")
     return config.restored(snapshot)
 

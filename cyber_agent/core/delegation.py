@@ -29,17 +29,20 @@ from cyber_agent.trace.trace_id import new_sub_trace_id
 __all__ = ["continue_child", "render_outcome", "run_recursive_agents"]
 
 
-async def _anchor_of(ctx: ToolContext, trace: Trace) -> RootTaskAnchor | None:
+async def _root_of(ctx: ToolContext, trace: Trace) -> Trace:
+    """The tree's root trace (the anchor and the scheduling policy live there)."""
     root_id = trace.context.get("root_trace_id", trace.trace_id)
     root = trace if root_id == trace.trace_id else await ctx.store.get_trace(root_id)
-    raw = (root.context if root else {}).get("root_task_anchor")
+    return root or trace
+
+
+def _anchor_of(root: Trace) -> RootTaskAnchor | None:
+    raw = root.context.get("root_task_anchor")
     return RootTaskAnchor.model_validate(raw) if raw else None
 
 
-async def _schedule(ctx: ToolContext, trace: Trace) -> tuple[str, int]:
-    root_id = trace.context.get("root_trace_id", trace.trace_id)
-    root = trace if root_id == trace.trace_id else await ctx.store.get_trace(root_id)
-    execution = (root.context if root else {}).get("child_execution", {})
+def _schedule(root: Trace) -> tuple[str, int]:
+    execution = root.context.get("child_execution", {})
     return execution.get("mode", "sequential"), int(execution.get("max_parallel_children", 2))
 
 
@@ -102,7 +105,8 @@ async def run_recursive_agents(ctx: ToolContext, raw_briefs: list[Any], *, mode:
         )
     parent_brief_raw = protocol_of(parent).get("brief")
     parent_brief = TaskBrief.model_validate(parent_brief_raw) if parent_brief_raw else None
-    anchor = await _anchor_of(ctx, parent)
+    root = await _root_of(ctx, parent)
+    anchor = _anchor_of(root)
     briefs = [normalize_task_brief(raw, parent_brief=parent_brief, anchor=anchor) for raw in raw_briefs]
     if continue_from is not None:
         if len(briefs) != 1:
@@ -135,7 +139,7 @@ async def run_recursive_agents(ctx: ToolContext, raw_briefs: list[Any], *, mode:
         if goal is not None:
             await store.update_goal(ctx.trace_id, goal.id, type="agent_call", status="waiting_children",
                                     sub_trace_ids=[*goal.sub_trace_ids, *ids])
-    execution_mode, max_parallel = await _schedule(ctx, parent)
+    execution_mode, max_parallel = _schedule(root)
     semaphore = asyncio.Semaphore(max_parallel if execution_mode == "parallel" else 1)
     created: set[str] = set()
 

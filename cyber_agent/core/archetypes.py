@@ -27,6 +27,7 @@ depth that holds even if the tier rules were bypassed.
 
 from __future__ import annotations
 
+import functools
 import re
 import tomllib
 from collections.abc import Iterable, Iterator, Mapping
@@ -231,6 +232,16 @@ def _load_dir(root: Path, origin: Literal["builtin", "workspace"]) -> dict[str, 
     return found
 
 
+@functools.cache
+def _shipped_definitions() -> tuple[AgentDefinition, ...]:
+    """The shipped definitions, parsed once per process (package data does not change; definitions are frozen)."""
+    return tuple(_load_dir(BUILTIN_ARCHETYPES_DIR, "builtin").values())
+
+
+def _builtin_definitions() -> dict[str, AgentDefinition]:
+    return {definition.id: definition for definition in _shipped_definitions()}
+
+
 def _where(definition: AgentDefinition) -> Path:
     return definition.source or Path(f"<{definition.origin} definition {definition.id}>")
 
@@ -267,7 +278,7 @@ class ArchetypeRegistry:
     @classmethod
     def load(cls, workspace: Path | str | None = None, *, builtins_dir: Path = BUILTIN_ARCHETYPES_DIR) -> ArchetypeRegistry:
         """Load the built-ins, then `<workspace>/.cyber_agent/agents/<id>/agent.toml` (same id replaces)."""
-        merged = _load_dir(builtins_dir, "builtin")
+        merged = _builtin_definitions() if builtins_dir == BUILTIN_ARCHETYPES_DIR else _load_dir(builtins_dir, "builtin")
         if workspace is not None:
             merged.update(_load_dir(Path(workspace) / WORKSPACE_AGENTS_DIR, "workspace"))
         return cls(merged.values())

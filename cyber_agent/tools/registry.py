@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import inspect
 import json
 import re
@@ -264,7 +265,26 @@ def build_spec(
     requires_confirmation: bool = False, editable_params: tuple[str, ...] = (), side_effects: bool = False,
     run_in_thread: bool = False, category: str | None = None,
 ) -> ToolSpec:
-    """Derive a ToolSpec from a function's signature, type hints and docstring."""
+    """Derive a ToolSpec from a function's signature, type hints and docstring.
+
+    Specs are frozen, so one is built per (plain function, options) and reused: registering the
+    same module-level function in every run's fresh registry costs a lookup, not a model build.
+    """
+    options = (name, description, requires_confirmation, tuple(editable_params), side_effects, run_in_thread, category)
+    if not (inspect.isfunction(func) and func.__closure__ is None):
+        return _build_spec(func, *options)  # closures and bound methods: the cache would keep their state alive
+    return _cached_spec(func, *options)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_spec(func: Callable[..., Any], *options: Any) -> ToolSpec:
+    return _build_spec(func, *options)
+
+
+def _build_spec(
+    func: Callable[..., Any], name: str | None, description: str | None, requires_confirmation: bool,
+    editable_params: tuple[str, ...], side_effects: bool, run_in_thread: bool, category: str | None,
+) -> ToolSpec:
     name = name or getattr(func, "__name__", "")
     if not _NAME_RE.match(name):
         raise ConfigurationError(f"tool {name!r}", "names must match [A-Za-z0-9_-]{1,64}; pass name=")

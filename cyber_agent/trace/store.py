@@ -43,6 +43,7 @@ _CHUNK = 1 << 16
 # O_BINARY: no newline translation on Windows; O_CLOEXEC: no fd leaks into subprocesses.
 _EXTRA_FLAGS = getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _EXTRA_FLAGS
+_READ_FLAGS = os.O_RDONLY | _EXTRA_FLAGS
 _APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | _EXTRA_FLAGS
 _MAX_CACHED_DIRS = 4096
 
@@ -127,11 +128,18 @@ class FileSystemTraceStore(BaseTraceStore):
 
     @staticmethod
     def _read_bytes(path: str) -> bytes | None:
+        # Unbuffered: a buffered file object costs as much to set up as a small record takes to read.
         try:
-            with open(path, "rb") as handle:
-                return handle.read()
+            fd = os.open(path, _READ_FLAGS)
         except FileNotFoundError:
             return None
+        try:
+            chunks = []
+            while chunk := os.read(fd, _CHUNK):
+                chunks.append(chunk)
+        finally:
+            os.close(fd)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def _parse(self, path: str, model: type[Any]) -> Any:
         raw = self._read_bytes(path)

@@ -33,6 +33,7 @@ from cyber_agent.errors import (
     StoreError,
     TraceNotFoundError,
 )
+from cyber_agent.trace.bulk import gc_paused
 from cyber_agent.trace.events import (
     EVENT_TYPES,
     EventType,
@@ -446,7 +447,8 @@ class BaseTraceStore(ABC):
         """All messages of the trace in sequence order, every branch included."""
         validate_trace_id(trace_id)
         self._require_exists(trace_id)
-        return sorted(self._read_all_messages(trace_id), key=lambda m: m.sequence)
+        with gc_paused():
+            return sorted(self._read_all_messages(trace_id), key=lambda m: m.sequence)
 
     async def get_main_path_messages(self, trace_id: str, head_sequence: int | None = None) -> list[Message]:
         """Messages from the first one to `head_sequence` (default: the trace's head) along `parent_sequence`."""
@@ -460,16 +462,17 @@ class BaseTraceStore(ABC):
             self._require_exists(trace_id)
         path: list[Message] = []
         sequence: int | None = head_sequence or None
-        while sequence is not None:
-            message = self._read_message(trace_id, sequence)
-            if message is None:
-                raise MessageNotFoundError(f"{trace_id}-{sequence:04d}")
-            parent = message.parent_sequence
-            if parent is not None and not 0 < parent < sequence:
-                # Parents always precede their children; anything else would loop or dangle.
-                raise StoreError(f"trace {trace_id!r}: message {sequence} has invalid parent_sequence {parent}")
-            path.append(message)
-            sequence = parent
+        with gc_paused():
+            while sequence is not None:
+                message = self._read_message(trace_id, sequence)
+                if message is None:
+                    raise MessageNotFoundError(f"{trace_id}-{sequence:04d}")
+                parent = message.parent_sequence
+                if parent is not None and not 0 < parent < sequence:
+                    # Parents always precede their children; anything else would loop or dangle.
+                    raise StoreError(f"trace {trace_id!r}: message {sequence} has invalid parent_sequence {parent}")
+                path.append(message)
+                sequence = parent
         path.reverse()
         return path
 

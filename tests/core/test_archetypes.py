@@ -55,6 +55,17 @@ def test_builtins_load_with_tiers_prompts_and_sources():
     assert "polyfill" in registry.require("tool_maker").prompt
 
 
+def test_builtins_are_parsed_once_and_overrides_stay_per_registry(tmp_path: Path):
+    """The shipped files are read once per process; a workspace override never leaks into the shared set."""
+    first, second = ArchetypeRegistry.load(), ArchetypeRegistry.load()
+    assert first.require("coder") is second.require("coder")  # frozen definitions, shared
+    agents = tmp_path / ".cyber_agent" / "agents" / "coder"
+    agents.mkdir(parents=True)
+    (agents / "agent.toml").write_text('description = "workspace coder"\nprompt = "Code."\n')
+    assert ArchetypeRegistry.load(tmp_path).require("coder").origin == "workspace"
+    assert ArchetypeRegistry.load().require("coder").origin == "builtin"
+
+
 def test_builtins_obey_the_tier_rules():
     registry = ArchetypeRegistry.load()
     for parent in registry:

@@ -43,6 +43,24 @@ def params(registry: ToolRegistry, name: str) -> dict:
 
 
 # ---- schema ------------------------------------------------------------------------------
+def test_a_module_function_is_specified_once_and_closures_every_time() -> None:
+    """Fresh registries per run reuse the frozen spec of a plain function; options still apply."""
+    first, second = ToolRegistry(), ToolRegistry()
+    assert first.register(describe) is second.register(describe)
+    confirmed = ToolRegistry().register(describe, requires_confirmation=True, editable_params=["name"])
+    assert confirmed.requires_confirmation and confirmed.editable_params == ("name",)
+    assert not first.get("describe").requires_confirmation
+
+    def make(prefix: str):
+        def shout(text: str) -> str:
+            """Shout."""
+            return prefix + text
+        return shout
+
+    one, two = ToolRegistry().register(make("a")), ToolRegistry().register(make("b"))
+    assert one is not two and one.func("x") == "ax" and two.func("x") == "bx"
+
+
 def test_schema_is_derived_from_hints_defaults_and_docstring() -> None:
     registry = ToolRegistry()
     registry.register(describe)

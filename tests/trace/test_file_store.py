@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -178,8 +179,8 @@ async def test_main_path_reads_only_the_path(tmp_path, monkeypatch):
     original = reader._read_message
     monkeypatch.setattr(reader, "_read_message", lambda t, seq: reads.append(seq) or original(t, seq))
     opened: list[str] = []
-    real_open = open
-    monkeypatch.setattr("builtins.open", lambda path, *a, **k: opened.append(str(path)) or real_open(path, *a, **k))
+    real_open = os.open
+    monkeypatch.setattr(os, "open", lambda path, *a, **k: opened.append(str(path)) or real_open(path, *a, **k))
     path = await reader.get_main_path_messages(trace_id, 153)
     assert [m.sequence for m in path] == [1, 2, 3, 4, 151, 152, 153]
     assert sorted(reads) == [1, 2, 3, 4, 151, 152, 153]

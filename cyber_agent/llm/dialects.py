@@ -9,6 +9,9 @@ Text dialects teach the format in an addendum appended to the system message. Th
 pure function of the tool set (sorted by name, schemas dumped with sorted keys), so the system
 prompt is byte-identical on every call (H2). Parsers never raise: a call that cannot be read
 becomes a `ToolCall` with `parse_error` set, which the runner returns to the model.
+
+This module holds the public API; the text parsing lives in `dialect_parsing.py` (tags, fences,
+tolerant JSON) and `dialect_pformat.py` (the positional P-format).
 """
 
 from __future__ import annotations
@@ -16,13 +19,26 @@ from __future__ import annotations
 import json
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 from cyber_agent.errors import ConfigurationError
-from cyber_agent.llm.toolcall_json import parse_tool_arguments
-from cyber_agent.llm.types import DeltaCallback, LLMCall, LLMResponse, ToolCall
+from cyber_agent.llm.dialect_parsing import (
+    _OPEN,
+    _fill_ids,
+    _Found,
+    _json_body,
+    _safe_extract,
+    _strip_fence,
+    _to_tool_calls,
+)
+from cyber_agent.llm.dialect_pformat import (
+    _pf_type,
+    _pformat_call,
+    _pformat_render,
+    _tool_map,
+)
+from cyber_agent.llm.types import DeltaCallback, LLMCall, LLMResponse
 
 __all__ = [
     "DialectLLM",
@@ -36,413 +52,8 @@ __all__ = [
 
 DialectName = Literal["native", "xml", "pformat"]
 
-_TAGS = "tool_call|toolcall|tool-call|invoke"
-_OPEN = re.compile(rf"<(?:{_TAGS})>", re.IGNORECASE)
-_CLOSE = re.compile(rf"</(?:{_TAGS})>", re.IGNORECASE)
-_FENCE_CALL = re.compile(rf"```(?:{_TAGS})[ \t]*\n(.*?)(?:```|</(?:{_TAGS})>|\Z)", re.IGNORECASE | re.DOTALL)
-_NAME_GUESS = re.compile(r"""["']name["']\s*:\s*["']([^"'\\]{1,200})["']""")
-_STRAY_CLOSE = re.compile(rf"\s*(?:```)?\s*</(?:{_TAGS})>", re.IGNORECASE)
-_PF_HEAD = re.compile(r"(\w+)\[")
-_DECODER = json.JSONDecoder(strict=False)  # tolerate raw newlines inside strings
-_MAX_TAGS = 64  # bounds the work on adversarial text; real replies hold a handful of calls
-_MAX_STARTS = 32
-_FAILED = object()
-
-
-# ---- tolerant JSON ----------------------------------------------------------------------
-
-
-def _repair(text: str) -> str:
-    """Rewrite JSON-ish text: single-quoted strings, trailing commas, Python True/False/None."""
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch == '"':
-            j = i + 1
-            while j < n and text[j] != '"':
-                j += 2 if text[j] == "\\" else 1
-            out.append(text[i:j + 1])
-            i = j + 1
-        elif ch == "'":
-            j, buf = i + 1, []
-            while j < n and text[j] != "'":
-                if text[j] == "\\" and j + 1 < n:
-                    buf.append("'" if text[j + 1] == "'" else text[j:j + 2])
-                    j += 2
-                    continue
-                buf.append('\\"' if text[j] == '"' else text[j])
-                j += 1
-            out.append('"' + "".join(buf) + '"')
-            i = j + 1
-        elif ch == ",":
-            k = i + 1
-            while k < n and text[k] in " \t\r\n":
-                k += 1
-            if not (k < n and text[k] in "}]"):
-                out.append(ch)
-            i += 1
-        elif ch.isalpha():
-            j = i
-            while j < n and (text[j].isalnum() or text[j] == "_"):
-                j += 1
-            word = text[i:j]
-            out.append({"True": "true", "False": "false", "None": "null"}.get(word, word))
-            i = j
-        else:
-            out.append(ch)
-            i += 1
-    return "".join(out)
-
-
-def _loads(text: str) -> Any:
-    """Parse JSON, then the repaired text; return `_FAILED` instead of raising."""
-    for candidate in (text, None):
-        try:
-            return _DECODER.decode(candidate if candidate is not None else _repair(text))
-        except (ValueError, RecursionError, MemoryError):
-            continue
-    return _FAILED
-
-
-def _brackets(text: str, start: int) -> tuple[int | None, str]:
-    """Scan from the bracket at `start`, string-aware: (index after its closing bracket or None, missing closers)."""
-    stack: list[str] = []
-    quote, i = "", start
-    while i < len(text):
-        ch = text[i]
-        if quote:
-            if ch == "\\":
-                i += 1
-            elif ch == quote:
-                quote = ""
-        elif ch in "\"'":
-            quote = ch
-        elif ch in "{[":
-            stack.append("}" if ch == "{" else "]")
-        elif ch in "}]" and stack:
-            stack.pop()
-            if not stack:
-                return i + 1, ""
-        i += 1
-    return None, quote + "".join(reversed(stack))
-
-
-def _strip_fence(body: str) -> str:
-    body = body.strip()
-    if body.startswith("```"):
-        newline = body.find("\n")
-        body = body[newline + 1:] if newline >= 0 else ""
-    if body.endswith("```"):
-        body = body[:-3]
-    return body.strip()
-
-
-def _json_values(body: str) -> list[Any]:
-    """The whole body as one JSON value, else the top-level JSON values found in it.
-
-    A bracketed span that fails to parse is skipped whole: a call nested inside broken arguments
-    must never run on its own.
-    """
-    whole = _loads(body)
-    if whole is not _FAILED:
-        return [whole]
-    values: list[Any] = []
-    i = attempts = 0
-    while attempts < _MAX_STARTS:
-        starts = [p for p in (body.find("{", i), body.find("[", i)) if p >= 0]
-        if not starts:
-            break
-        start, attempts = min(starts), attempts + 1
-        end, missing = _brackets(body, start)
-        if end is None:  # cut off mid-JSON: close it and stop, whatever the outcome
-            cut = body[start:] if missing[:1] in ("'", '"') else body[start:].rstrip().rstrip(",")
-            value = _loads(cut + missing)
-            if value is not _FAILED:
-                values.append(value)
-            break
-        value = _loads(body[start:end])
-        if value is not _FAILED:
-            values.append(value)
-        i = end
-    return values
-
-
-# ---- extracted calls --------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Found:
-    name: str
-    arguments: Any = None
-    error: str | None = None
-    raw: str | None = None
-
-
-def _call_from_object(obj: Any, raw: str) -> _Found:
-    if not isinstance(obj, dict):
-        return _Found("", error=f"expected a JSON object with name and arguments, got {type(obj).__name__}", raw=raw)
-    fn = obj["function"] if isinstance(obj.get("function"), dict) else obj
-    name = fn.get("name")
-    if not isinstance(name, str) or not name.strip():
-        return _Found("", error='the call has no "name"; write {"name": "TOOL", "arguments": {...}}', raw=raw)
-    args = next((fn[k] for k in ("arguments", "parameters", "args") if k in fn), None)
-    if args is not None and not isinstance(args, (dict, str)):
-        return _Found(name.strip(), error=f'"arguments" must be a JSON object, got {type(args).__name__}', raw=raw)
-    return _Found(name.strip(), arguments=args)
-
-
-def _calls_from_value(value: Any, raw: str) -> list[_Found]:
-    if isinstance(value, dict) and isinstance(value.get("tool_calls"), list):
-        value = value["tool_calls"]
-    items = value if isinstance(value, list) else [value]
-    return [_call_from_object(item, raw) for item in items]
-
-
-def _is_call_shape(obj: Any) -> bool:
-    if not isinstance(obj, dict):
-        return False
-    fn = obj.get("function") if isinstance(obj.get("function"), dict) else obj
-    return isinstance(fn.get("name"), str) and bool(fn["name"].strip()) and any(
-        k in fn for k in ("arguments", "parameters"))
-
-
-def _whole_reply_calls(text: str) -> tuple[str, list[_Found]] | None:
-    """Stage 1: the trimmed reply is itself JSON shaped like tool calls (strict shapes only)."""
-    stripped = text.strip()
-    if not stripped or stripped[0] not in "{[":
-        return None
-    value = _loads(stripped)
-    items = value.get("tool_calls") if isinstance(value, dict) and "tool_calls" in value else value
-    items = items if isinstance(items, list) else [items]
-    if not items or not all(_is_call_shape(item) for item in items):
-        return None
-    content = value.get("content") if isinstance(value, dict) else None
-    return (content if isinstance(content, str) else ""), [_call_from_object(item, stripped) for item in items]
-
-
-_BodyParser = Callable[[str], list[_Found]]
-
-
-def _unclosed_extent(text: str, start: int) -> int | None:
-    """End of the call after an unclosed tag, or None when what follows does not look like a call."""
-    i = start
-    while i < len(text) and text[i].isspace():
-        i += 1
-    if text.startswith("```", i):
-        newline = text.find("\n", i)
-        i = len(text) if newline < 0 else newline + 1
-        while i < len(text) and text[i].isspace():
-            i += 1
-    if i < len(text) and text[i] in "{[":
-        return _brackets(text, i)[0] or len(text)
-    head = _PF_HEAD.match(text, i)
-    if head:
-        close = _pf_close(text, head.end())
-        return len(text) if close is None else close + 1
-    return None
-
-
-def _scan(text: str, parse_body: _BodyParser) -> tuple[str, list[_Found]]:
-    """Stages 2 and 3: `<tool_call>` tags (closed or not), then ```tool_call fences."""
-    narrative: list[str] = []
-    found: list[_Found] = []
-    pos = tags = 0
-    while (opened := _OPEN.search(text, pos)) is not None:
-        if tags == _MAX_TAGS:
-            found.append(_Found("", raw="", error=f"more than {_MAX_TAGS} tool calls in one reply; the rest were ignored"))
-            break
-        tags += 1
-        narrative.append(text[pos:opened.start()])
-        after = opened.end()
-        json_end = _unclosed_extent(text, after)
-        closed = _CLOSE.search(text, json_end if json_end and text[json_end - 1] in "}]" else after)
-        following = _OPEN.search(text, after)
-        if closed is not None and (following is None or closed.start() < following.start()
-                                   or (json_end is not None and following.start() < json_end)):
-            found += parse_body(text[after:closed.start()])
-            pos = closed.end()
-            continue
-        if json_end is None:  # prose that mentions the tag: keep it as text
-            narrative.append(opened.group(0))
-            pos = after
-            continue
-        found += parse_body(text[after:json_end])
-        pos = json_end
-        stray = _STRAY_CLOSE.match(text, pos)
-        pos = stray.end() if stray else pos
-    narrative.append(text[pos:])
-    if not found:
-        rest = "".join(narrative)
-        for match in _FENCE_CALL.finditer(rest):
-            found += parse_body(match.group(1))
-        if found:
-            narrative = [_FENCE_CALL.sub("", rest)]
-    return re.sub(r"\n{3,}", "\n\n", "".join(narrative)).strip(), found
-
-
-def _json_body(body: str) -> list[_Found]:
-    cleaned = _strip_fence(body)
-    found = [f for value in _json_values(cleaned) for f in _calls_from_value(value, cleaned)]
-    if found:
-        return found
-    guess = _NAME_GUESS.search(cleaned)
-    return [_Found(guess.group(1).strip() if guess else "", raw=cleaned, error=(
-        'the tool call is not valid JSON; write <tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>'))]
-
-
-# ---- P-format ---------------------------------------------------------------------------
-
-
-def _pf_close(text: str, start: int) -> int | None:
-    i = start
-    while i < len(text):
-        if text[i] == "\\":
-            i += 2
-            continue
-        if text[i] == "]":
-            return i
-        i += 1
-    return None
-
-
-def _pf_split(inner: str) -> list[str]:
-    values, buf, i = [], [], 0
-    while i < len(inner):
-        ch = inner[i]
-        if ch == "\\" and i + 1 < len(inner) and inner[i + 1] in "|]\\":
-            buf.append(inner[i + 1])
-            i += 2
-            continue
-        if ch == "|":
-            values.append("".join(buf))
-            buf = []
-        else:
-            buf.append(ch)
-        i += 1
-    values.append("".join(buf))
-    return values
-
-
-def _pf_type(prop: Any) -> str:
-    kind = prop.get("type") if isinstance(prop, dict) else None
-    if isinstance(kind, list):
-        kind = next((k for k in kind if k != "null"), None)
-    return kind if isinstance(kind, str) else ""
-
-
-def _pf_coerce(value: str, prop: Any) -> Any:
-    kind, trimmed = _pf_type(prop), value.strip()
-    if kind == "integer" and re.fullmatch(r"[+-]?\d{1,18}", trimmed):
-        return int(trimmed)
-    if kind == "number" and re.fullmatch(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d{1,3})?", trimmed):
-        number = float(trimmed)
-        return number if number not in (float("inf"), float("-inf")) else value
-    if kind == "boolean" and trimmed.lower() in ("true", "yes", "1", "false", "no", "0"):
-        return trimmed.lower() in ("true", "yes", "1")
-    return value
-
-
-def _properties(tool: dict[str, Any]) -> dict[str, Any]:
-    props = ((tool.get("function") or tool).get("parameters") or {}).get("properties") or {}
-    return props if isinstance(props, dict) else {}
-
-
-def _tool_map(tools: Sequence[dict[str, Any]] | None) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {}
-    for tool in tools or []:
-        fn = (tool.get("function") or tool) if isinstance(tool, dict) else {}
-        if isinstance(fn, dict) and isinstance(fn.get("name"), str):
-            out[fn["name"]] = tool
-    return out
-
-
-def _pformat_call(body: str, tools: dict[str, dict[str, Any]]) -> _Found | None:
-    """Parse `name[v1|v2]`; None when the body is not P-format at all."""
-    body = body.strip()
-    head = _PF_HEAD.match(body)
-    if head is None:
-        return None
-    close = _pf_close(body, head.end())
-    if close != len(body) - 1:
-        return None
-    name, inner = head.group(1), body[head.end():close]
-    if name not in tools:
-        known = ", ".join(sorted(tools)) or "none"
-        return _Found(name, raw=body, error=f"unknown tool {name!r}; available tools: {known}")
-    props = _properties(tools[name])
-    order = sorted(props)
-    values = _pf_split(inner) if inner else []
-    if len(values) > len(order):
-        signature = "|".join(order)
-        return _Found(name, raw=body, error=f"{name} takes at most {len(order)} values ({name}[{signature}]), "
-                                            f"got {len(values)}; escape a literal | as \\|")
-    return _Found(name, arguments={key: _pf_coerce(v, props[key]) for key, v in zip(order, values)})
-
-
-def _pformat_render(name: str, args: dict[str, Any], tools: dict[str, dict[str, Any]]) -> str | None:
-    """Render a call as P-format, or None when that would not parse back to the same call."""
-    if name not in tools or not _PF_HEAD.fullmatch(name + "["):
-        return None
-    order = sorted(_properties(tools[name]))
-    if set(args) - set(order):
-        return None
-    present = [key in args for key in order]
-    count = max((i + 1 for i, p in enumerate(present) if p), default=0)
-    if not all(present[:count]):
-        return None
-    values = []
-    for key in order[:count]:
-        value = args[key]
-        if isinstance(value, bool):
-            values.append("true" if value else "false")
-        elif isinstance(value, (int, float)):
-            values.append(json.dumps(value))
-        elif isinstance(value, str):
-            values.append(value.replace("\\", "\\\\").replace("|", "\\|").replace("]", "\\]"))
-        else:
-            return None
-    text = f"{name}[{'|'.join(values)}]"
-    parsed = _pformat_call(text, tools)
-    if parsed is None or parsed.error or _OPEN.search(text) or _CLOSE.search(text):
-        return None
-    if json.dumps(parsed.arguments, sort_keys=True) != json.dumps(args, sort_keys=True):
-        return None  # stricter than ==, which takes 1 for True and 1 for 1.0
-    return text
-
 
 # ---- dialects ---------------------------------------------------------------------------
-
-
-def _to_tool_calls(found: list[_Found], prefix: str, turn: int) -> list[ToolCall]:
-    calls = []
-    for index, item in enumerate(found):
-        call_id = f"{prefix}_{turn}_{index}"
-        if item.error is not None:
-            calls.append(ToolCall(id=call_id, name=item.name, raw_arguments=item.raw or "", parse_error=item.error))
-        else:
-            calls.append(parse_tool_arguments(call_id, item.name, item.arguments))
-    return calls
-
-
-def _fill_ids(response: LLMResponse, prefix: str, turn: int) -> LLMResponse:
-    if all(call.id for call in response.tool_calls):
-        return response
-    calls = [c if c.id else c.model_copy(update={"id": f"{prefix}_{turn}_{i}"}) for i, c in enumerate(response.tool_calls)]
-    return response.model_copy(update={"tool_calls": calls})
-
-
-def _safe_extract(text: str, parse_body: _BodyParser, whole_reply: bool) -> tuple[str, list[_Found]]:
-    try:
-        if whole_reply:
-            whole = _whole_reply_calls(text)
-            if whole is not None:
-                return whole
-        return _scan(text, parse_body)
-    except Exception as exc:  # noqa: BLE001 — the parser's contract is to never raise
-        if _OPEN.search(text) is None:
-            return text, []
-        return text, [_Found("", raw=text[:2000], error=f"the tool calls could not be read ({type(exc).__name__})")]
 
 
 class ToolDialect(ABC):

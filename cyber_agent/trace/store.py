@@ -33,7 +33,8 @@ from cyber_agent.errors import CorruptRecordError, InvalidIdError
 from cyber_agent.trace.events import TraceEvent
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Message, Trace
-from cyber_agent.trace.store_base import BaseTraceStore, _evented_sequence
+from cyber_agent.trace.store_base import BaseTraceStore
+from cyber_agent.trace.store_rules import _evented_sequence
 from cyber_agent.trace.trace_id import message_id_for, validate_trace_id
 
 __all__ = ["FileSystemTraceStore"]

@@ -16,7 +16,7 @@ from typing import Any
 from cyber_agent.core.agent_mode import MAX_CHILDREN_PER_PARENT, MAX_RECURSIVE_DEPTH
 from cyber_agent.core.config import RunConfig
 from cyber_agent.core.context_policy import build_child_task_message, grant_context_refs, normalize_task_brief, task_briefs_match
-from cyber_agent.core.protocol_state import append_validation, protocol_of, report_of, store_report, update_protocol
+from cyber_agent.core.protocol_state import append_validation, protocol_of, report_changes, report_of, update_protocol
 from cyber_agent.core.task_protocol import RootTaskAnchor, TaskBrief, TaskReport, ValidationResult
 from cyber_agent.core.tool_rights import child_tool_snapshot
 from cyber_agent.core.trace_setup import ChildSetup
@@ -55,8 +55,10 @@ async def _finish_child(ctx: ToolContext, child_id: str, brief: TaskBrief) -> di
     if child.status != "completed" or report is None:
         reason = child.error_message or f"the child ended {child.status} without a report"
         report = TaskReport(outcome="failed", summary=reason, submitted_by="runner")
-        child = await store_report(store, child_id, report)
-    if report.outcome == "failed" and report.submitted_by == "runner":
+        # The runner-written report and its verdict are one step: one write of the child.
+        validation = ValidationResult(scope="criteria", target_trace_id=child_id, verdict="fail", summary=report.summary)
+        child = await append_validation(store, child_id, validation, **report_changes(report))
+    elif report.outcome == "failed" and report.submitted_by == "runner":
         validation = ValidationResult(scope="criteria", target_trace_id=child_id, verdict="fail", summary=report.summary)
         await append_validation(store, child_id, validation)
     else:
@@ -87,7 +89,7 @@ async def _mark_pending(ctx: ToolContext, child_ids: list[str]) -> None:
     protocol = protocol_of(parent) if parent else {}
     pending = [c for c in protocol.get("pending_reviews", []) if c not in child_ids] + child_ids
     children = list(dict.fromkeys([*protocol.get("children", []), *child_ids]))
-    await update_protocol(ctx.store, ctx.trace_id, pending_reviews=pending, children=children)
+    await update_protocol(ctx.store, ctx.trace_id, pending_reviews=pending, children=children)  # no write if unchanged
     if ctx.goal_id is not None:
         await ctx.store.update_goal(ctx.trace_id, ctx.goal_id, status="pending_review")
 

@@ -10,9 +10,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from cyber_agent.core.protocol_state import store_report
+from cyber_agent.core.protocol_state import report_changes
 from cyber_agent.core.task_protocol import TaskReport
 from cyber_agent.core.validation import render_validation, run_validation
 from cyber_agent.trace.models import Message
@@ -34,6 +34,8 @@ class FinalTextDecision:
 
     messages: list[Message] = field(default_factory=list)
     finish: tuple[str, str | None, str | None] | None = None
+    protocol: dict[str, Any] | None = None
+    """Protocol changes the runner persists with the final status (one write of the trace)."""
 
 
 async def on_final_text(runner: AgentRunner, prepared: PreparedRun, text: str) -> FinalTextDecision:
@@ -50,9 +52,10 @@ async def on_final_text(runner: AgentRunner, prepared: PreparedRun, text: str) -
         )
         return FinalTextDecision(messages=[note])
     if trace.parent_trace_id is not None:
+        # Nothing is acknowledged between the report and the end of the run: the runner stores the
+        # report with the final status, and a run that dies before that gets a runner-written report.
         report = TaskReport(outcome="partial", summary=text.strip() or "(empty answer)", submitted_by="implicit")
-        await store_report(runner.trace_store, trace.trace_id, report)
-        return FinalTextDecision(finish=("completed", text, None))
+        return FinalTextDecision(finish=("completed", text, None), protocol=report_changes(report))
     anchor = trace.context["root_task_anchor"]
     result = await run_validation(
         runner, target=trace, scope="root", criteria=list(anchor["completion_criteria"]), report=None, answer=text,

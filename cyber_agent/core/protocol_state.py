@@ -1,8 +1,12 @@
 """Read and write the authoritative protocol state in `trace.context["task_protocol"]`.
 
 Keys: `brief` (TaskBrief of a child), `report` (its TaskReport), `validations` (results on
-it), `children` / `pending_reviews` / `reviews` (of a parent), `validation` (a validator's
+it), `validator_count` (validators started on it), `children` / `pending_reviews` / `reviews`
+(of a parent), `review` (the parent's decision on a child), `validation` (a validator's
 submitted result), `ended_by` (the protocol tool that ended the run).
+
+Every change of one protocol step goes to the store in one `update_trace` (a rewrite of the
+trace record), and a change that leaves the state as stored writes nothing.
 """
 
 from __future__ import annotations
@@ -14,7 +18,16 @@ from cyber_agent.errors import TraceNotFoundError
 from cyber_agent.trace.models import Trace
 from cyber_agent.trace.protocols import TraceStore
 
-__all__ = ["append_review", "append_validation", "protocol_of", "report_of", "store_report", "update_protocol"]
+__all__ = [
+    "append_review",
+    "append_validation",
+    "protocol_of",
+    "report_changes",
+    "report_of",
+    "store_report",
+    "update_protocol",
+    "with_protocol",
+]
 
 
 def protocol_of(trace: Trace) -> dict[str, Any]:
@@ -28,39 +41,63 @@ def report_of(trace: Trace) -> TaskReport | None:
     return TaskReport.model_validate(raw) if raw else None
 
 
-async def update_protocol(store: TraceStore, trace_id: str, **changes: Any) -> Trace:
-    """Merge `changes` into the trace's protocol state and persist it."""
+def with_protocol(trace: Trace, changes: dict[str, Any]) -> dict[str, Any] | None:
+    """The trace's context with `changes` merged into its protocol state; None when nothing would change."""
+    protocol = protocol_of(trace)
+    if all(key in protocol and protocol[key] == value for key, value in changes.items()):
+        return None
+    protocol.update(changes)
+    return {**trace.context, "task_protocol": protocol}
+
+
+async def _current(store: TraceStore, trace_id: str) -> Trace:
     trace = await store.get_trace(trace_id)
     if trace is None:
         raise TraceNotFoundError(trace_id)
-    protocol = protocol_of(trace)
-    protocol.update(changes)
-    return await store.update_trace(trace_id, context={**trace.context, "task_protocol": protocol})
+    return trace
+
+
+async def update_protocol(store: TraceStore, trace_id: str, **changes: Any) -> Trace:
+    """Merge `changes` into the trace's protocol state and persist it (no write when nothing changes)."""
+    return await _write(store, await _current(store, trace_id), changes)
+
+
+async def _write(store: TraceStore, trace: Trace, changes: dict[str, Any]) -> Trace:
+    context = with_protocol(trace, changes)
+    if context is None:
+        return trace
+    return await store.update_trace(trace.trace_id, context=context)
+
+
+def report_changes(report: TaskReport, *, ends_run: bool = False) -> dict[str, Any]:
+    """The protocol changes that store a child's report (and, from submit_report, end its run)."""
+    changes: dict[str, Any] = {"report": report.model_dump(mode="json")}
+    if ends_run:
+        changes["ended_by"] = {"tool": "submit_report", "summary": report.summary}
+    return changes
 
 
 async def store_report(store: TraceStore, trace_id: str, report: TaskReport, *, ends_run: bool = False) -> Trace:
     """Persist a child's report (a new report replaces the previous one; history stays in messages)."""
-    changes: dict[str, Any] = {"report": report.model_dump(mode="json")}
-    if ends_run:
-        changes["ended_by"] = {"tool": "submit_report", "summary": report.summary}
-    return await update_protocol(store, trace_id, **changes)
+    return await update_protocol(store, trace_id, **report_changes(report, ends_run=ends_run))
 
 
-async def append_validation(store: TraceStore, trace_id: str, result: ValidationResult) -> Trace:
-    """Record a validation result on the validated trace."""
-    trace = await store.get_trace(trace_id)
-    if trace is None:
-        raise TraceNotFoundError(trace_id)
+async def append_validation(store: TraceStore, trace_id: str, result: ValidationResult, **changes: Any) -> Trace:
+    """Record a validation result on the validated trace, with any other `changes` of the same step, in one write."""
+    trace = await _current(store, trace_id)
     validations = [*protocol_of(trace).get("validations", []), result.model_dump(mode="json")]
-    return await update_protocol(store, trace_id, validations=validations)
+    return await _write(store, trace, {**changes, "validations": validations})
 
 
-async def append_review(store: TraceStore, parent_id: str, review: TaskReview, *, still_pending: bool) -> Trace:
-    """Record a parent's review; drop the child from the pending list unless it stays pending."""
-    trace = await store.get_trace(parent_id)
-    if trace is None:
-        raise TraceNotFoundError(parent_id)
+async def append_review(
+    store: TraceStore, parent_id: str, review: TaskReview, *, still_pending: bool, parent: Trace | None = None,
+) -> Trace:
+    """Record a parent's review; drop the child from the pending list unless it stays pending.
+
+    `parent` is the parent trace as just read, when the caller has it (saves a read).
+    """
+    trace = parent if parent is not None and parent.trace_id == parent_id else await _current(store, parent_id)
     protocol = protocol_of(trace)
     pending = [c for c in protocol.get("pending_reviews", []) if still_pending or c != review.child_trace_id]
     reviews = [*protocol.get("reviews", []), review.model_dump(mode="json")]
-    return await update_protocol(store, parent_id, pending_reviews=pending, reviews=reviews)
+    return await _write(store, trace, {"pending_reviews": pending, "reviews": reviews})

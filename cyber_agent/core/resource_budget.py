@@ -5,7 +5,7 @@ frozen into the root's context. Live usage lives in the root's `resource_usage.j
 replaced through `TraceStore.get_resource_usage` / `replace_resource_usage` under one asyncio
 lock per root. LLM calls are reserved before the call; tokens and cost are booked after.
 Nothing is refunded except agent reservations for children that were never created. Missing or
-corrupt usage fails closed.
+corrupt usage fails closed. A booking that changes nothing is not written.
 """
 
 from __future__ import annotations
@@ -212,9 +212,14 @@ class ResourceBudgetController:
             await self._save(usage)
 
     async def book_llm_usage(self, *, prompt_tokens: int, completion_tokens: int, cost_usd: float) -> str | None:
-        """Book tokens and cost after a call; return the exceeded resource if this response overran."""
+        """Book tokens and cost after a call; return the exceeded resource if this response overran.
+
+        A call that reported no tokens and no cost changes nothing and is not written (unless the
+        tree is already over a limit, which is flagged as before).
+        """
         async with self._lock:
             usage = await self.usage()
+            spent = bool(prompt_tokens or completion_tokens or cost_usd)
             usage.prompt_tokens += prompt_tokens
             usage.completion_tokens += completion_tokens
             usage.total_tokens += prompt_tokens + completion_tokens
@@ -228,7 +233,8 @@ class ResourceBudgetController:
                 if over:
                     usage.last_refusal = over
                     usage.refusals += 1
-            await self._save(usage)
+            if spent or over:
+                await self._save(usage)
             return over
 
     async def reserve_agents(self, count: int) -> None:
@@ -254,7 +260,7 @@ class ResourceBudgetController:
             await self._save(usage)
 
     async def record_validation_work(self, *, tool_calls: int = 0, material_chars: int = 0, cost_usd: float = 0.0) -> None:
-        """Count validator tool calls and material characters; refuse past the limits."""
+        """Count validator tool calls and material characters; refuse past the limits (nothing to count: no write)."""
         async with self._lock:
             usage = await self.usage()
             if self.budget.enabled:
@@ -264,7 +270,8 @@ class ResourceBudgetController:
                 if usage.validation_material_chars + material_chars > self.budget.max_validation_material_chars:
                     await self._refuse(usage, "validation_material_chars", usage.validation_material_chars + material_chars,
                                        self.budget.max_validation_material_chars)
-            usage.validation_tool_calls += tool_calls
-            usage.validation_material_chars += material_chars
-            usage.cost_usd += cost_usd
-            await self._save(usage)
+            if tool_calls or material_chars or cost_usd:
+                usage.validation_tool_calls += tool_calls
+                usage.validation_material_chars += material_chars
+                usage.cost_usd += cost_usd
+                await self._save(usage)

@@ -23,6 +23,7 @@ from cyber_agent.core.harness import RunHarness, wrap_dialect
 from cyber_agent.core.turn_tools import execute_calls, needs_approval, resume_batch, run_post_turn_hooks, stop_hook_reason
 from cyber_agent.core.hooks import PostTurnHook, ProgressEvent, StopHook
 from cyber_agent.core.protocol_flow import STATE_TOOLS, on_final_text
+from cyber_agent.core.protocol_state import with_protocol
 from cyber_agent.core.resource_budget import ResourceBudget, ResourceBudgetController
 from cyber_agent.core.stop import StopRegistry
 from cyber_agent.core.tool_rights import runtime_tool_names, tighten_by_state
@@ -364,7 +365,7 @@ class AgentRunner:
                     yield message
                 if decision.finish is not None:
                     status, answer, error = decision.finish
-                    yield await self._finish(prepared, status, answer=answer, error=error)
+                    yield await self._finish(prepared, status, answer=answer, error=error, protocol=decision.protocol)
                     return
                 continue
             if needs_approval(self, prepared, response.tool_calls):
@@ -392,15 +393,22 @@ class AgentRunner:
             prepared, "stopped", error=f"max_iterations ({config.max_iterations}) reached without a final answer"
         )
 
-    async def _finish(self, prepared: PreparedRun, status: str, *, answer: str | None = None, error: str | None = None) -> Trace:
+    async def _finish(
+        self, prepared: PreparedRun, status: str, *, answer: str | None = None, error: str | None = None,
+        protocol: dict[str, Any] | None = None,
+    ) -> Trace:
+        """End the run: root goal, then status and result (with `protocol` changes) in one trace write."""
         store = self.trace_store
         trace_id = prepared.trace.trace_id
         if prepared.branch is not None:
             # A side branch never moves the head or changes the trace's status.
             current = await store.get_trace(trace_id)
-            branches = dict((current.context if current else {}).get("side_branches") or {})
+            context = dict(current.context if current else {})
+            if protocol and current is not None:
+                context = with_protocol(current, protocol) or context
+            branches = dict(context.get("side_branches") or {})
             branches[prepared.branch] = {"status": status, "answer": answer, "error": error, "head_sequence": prepared.head}
-            trace = await store.update_trace(trace_id, context={**(current.context if current else {}), "side_branches": branches})
+            trace = await store.update_trace(trace_id, context={**context, "side_branches": branches})
             prepared.trace = trace
             return trace
         updates: dict[str, Any] = {"status": status, "head_sequence": prepared.head, "current_goal_id": prepared.goal_id}
@@ -417,6 +425,11 @@ class AgentRunner:
             elif goal is not None and goal.status == "completed" and goal.summary != first_line:
                 # A revised run (review → revise) completes again: the goal shows the latest answer.
                 await store.update_goal(trace_id, goal.id, summary=first_line)
+        if protocol:
+            current = await store.get_trace(trace_id)
+            context = with_protocol(current, protocol) if current is not None else None
+            if context is not None:
+                updates["context"] = context
         trace = await store.update_trace(trace_id, **updates)
         if status == "completed":
             await store.append_event(trace_id, "trace_completed", {"trace_id": trace_id, "total_messages": trace.total_messages})

@@ -15,7 +15,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from cyber_agent.core.config import RunConfig
-from cyber_agent.core.protocol_state import append_validation, protocol_of, update_protocol
+from cyber_agent.core.protocol_state import append_validation, protocol_of
 from cyber_agent.core.task_protocol import CriterionVerdict, TaskReport, ValidationResult, aggregate_verdict
 from cyber_agent.core.tool_rights import VALIDATOR_TOOLS
 from cyber_agent.core.trace_setup import ChildSetup
@@ -68,15 +68,30 @@ async def run_validation(
     store = runner.trace_store
     root_id = target.context.get("root_trace_id", target.trace_id)
     root = target if root_id == target.trace_id else await store.get_trace(root_id)
+    # One validation of a target at a time in this process; its validator count is persisted with
+    # the result (one write of the target, not two).
+    async with runner.lock(f"validation:{target.trace_id}"):
+        return await _validate(runner, target=target, scope=scope, criteria=criteria, report=report, answer=answer,
+                               root=root)
+
+
+async def _validate(
+    runner: AgentRunner, *, target: Trace, scope: str, criteria: list[str], report: TaskReport | None,
+    answer: str | None, root: Trace | None,
+) -> ValidationResult:
+    store = runner.trace_store
     models: dict[str, Any] = (root.context if root else {}).get("validator_models", {})
     snapshot_config = (target.context.get("run_config_snapshot") or {}).get("config", {})
     model = models.get("root" if scope == "root" else "criteria") or snapshot_config.get("model", "demo")
     # The caller's copy of the target may predate earlier validations (the root's running copy does):
-    # count from the stored trace so every validator gets a new id.
+    # count from the stored trace so every validator gets a new id. The count is persisted with the
+    # result; a validator left behind by a crash before that still holds its id, so skip taken ids.
     stored = await store.get_trace(target.trace_id)
     count = int(protocol_of(stored or target).get("validator_count", 0)) + 1
-    await update_protocol(store, target.trace_id, validator_count=count)
     validator_id = new_sub_trace_id(target.trace_id, "validator", count)
+    while await store.get_trace(validator_id) is not None:
+        count += 1
+        validator_id = new_sub_trace_id(target.trace_id, "validator", count)
     config = RunConfig(
         model=model, agent_type="validator", parent_trace_id=target.trace_id, new_trace_id=validator_id,
         max_iterations=VALIDATOR_MAX_ITERATIONS, workspace=snapshot_config.get("workspace"),
@@ -105,7 +120,7 @@ async def run_validation(
     result = result.model_copy(update={
         "criteria": aligned, "verdict": aggregate_verdict([c.verdict for c in aligned]), "validator_trace_id": validator_id,
     })
-    await append_validation(store, target.trace_id, result)
+    await append_validation(store, target.trace_id, result, validator_count=count)
     return result
 
 

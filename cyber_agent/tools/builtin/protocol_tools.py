@@ -105,13 +105,18 @@ async def review_task(ctx: ToolContext, child_trace_id: str, decision: ReviewDec
         raise ToolError("decision 'revise' needs feedback telling the child what to change")
     review = TaskReview(child_trace_id=child_trace_id, decision=decision, feedback=feedback.strip())
     child = await _trace(ctx, child_trace_id)
-    await update_protocol(ctx.store, child_trace_id, review=review.model_dump(mode="json"))
+    changes: dict[str, object] = {"review": review.model_dump(mode="json")}
+    if decision == "revise":
+        # The revision reopens the child: its review and the cleared report are one write
+        # (continue_child then finds nothing to clear).
+        changes.update(ended_by=None, report=None)
+    await update_protocol(ctx.store, child_trace_id, **changes)
     if decision == "revise":
         from cyber_agent.core.delegation import continue_child
 
-        await append_review(ctx.store, ctx.trace_id, review, still_pending=True)
+        await append_review(ctx.store, ctx.trace_id, review, still_pending=True, parent=parent)
         return await continue_child(ctx, child.trace_id, None, feedback=feedback.strip())
-    parent = await append_review(ctx.store, ctx.trace_id, review, still_pending=False)
+    parent = await append_review(ctx.store, ctx.trace_id, review, still_pending=False, parent=parent)
     left = protocol_of(parent).get("pending_reviews", [])
     if not left and ctx.goal_id is not None:
         await ctx.store.update_goal(ctx.trace_id, ctx.goal_id, status="in_progress")

@@ -99,6 +99,8 @@ class RunHarness:
     async def shape(self, prepared: PreparedRun, store: TraceStore, tool_name: str, content: str,
                     is_error: bool) -> tuple[str, dict[str, Any]]:
         """Return the result text the model will see, and metadata saying how it was shaped."""
+        if self.payload.passes_through(content):
+            return content, {}  # the common case, without building an outcome
         outcome = await self.payload.maybe_summarize(tool_name, content, is_error=is_error, hint=prepared.trace.task)
         if outcome.path == "passthrough":
             return content, {}

@@ -118,6 +118,12 @@ class PayloadSummarizer:
         """True once the breaker tripped; every later result is truncated without a model call."""
         return self.consecutive_failures >= self.max_consecutive_failures
 
+    def passes_through(self, text: str) -> bool:
+        """True when `text` reaches the model unchanged: under the summary threshold and the byte budget."""
+        limits = [limit for limit in (self.threshold_bytes, self.budget_bytes) if limit > 0]
+        # A str has at most 4 UTF-8 bytes per character, so a short one needs no encoding to measure.
+        return not limits or 4 * len(text) <= min(limits) or _size(text) <= min(limits)
+
     def _fallback(self, text: str, original: int, reason: str, **extra: Any) -> SummaryOutcome:
         final, cut = truncate_result(text, self.budget_bytes)
         return SummaryOutcome(path="truncated" if cut else "passthrough", text=final, original_bytes=original,

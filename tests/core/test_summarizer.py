@@ -142,3 +142,22 @@ def test_configuration_is_checked():
         PayloadSummarizer(ScriptedModel([]), "m", threshold_bytes=1, max_input_bytes=2, max_consecutive_failures=0)
     with pytest.raises(ValueError):
         PayloadSummarizer(ScriptedModel([]), "m", threshold_bytes=1, max_input_bytes=2, budget_bytes=10)
+
+
+@pytest.mark.parametrize(("threshold", "budget", "text", "passes"), [
+    (0, 0, "x" * 10_000, True),                # nothing configured
+    (100, 0, "x" * 100, True),                 # at the threshold
+    (100, 0, "x" * 101, False),                # over it: the summarizer decides
+    (100, 0, "é" * 50, True),                  # 100 UTF-8 bytes
+    (100, 0, "é" * 51, False),                 # 102 bytes in 51 characters
+    (0, 1000, "x" * 1001, False),              # over the byte budget: truncated
+    (2000, 1000, "x" * 1500, False),           # under the threshold, over the budget
+])
+def test_passes_through_agrees_with_maybe_summarize(threshold, budget, text, passes):
+    """The runner's fast path skips maybe_summarize only when it would have passed the text through."""
+    summarizer = PayloadSummarizer(ScriptedModel(["short"]), "m", threshold_bytes=threshold, max_input_bytes=10**6,
+                                   budget_bytes=budget)
+    assert summarizer.passes_through(text) is passes
+    if passes:
+        outcome = asyncio.run(summarizer.maybe_summarize("t", text))
+        assert outcome.path == "passthrough" and outcome.text == text

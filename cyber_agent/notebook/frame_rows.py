@@ -1,19 +1,19 @@
 """Rows of the analysis frames, built from JSON-mode trace records (see `frames.py` for the schema).
 
 Pure functions over `TraceRecord`s: no store access, no pandas. Each returns the columns of
-its schema as a dict of lists, or — for the frames with one row per message or event — a list
-of row tuples in schema order.
+its schema as a dict of lists.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from cyber_agent.notebook.records import TraceRecord, parse_time
 
 __all__ = [
+    "MessageTables",
     "event_rows",
     "goal_rows",
     "message_and_call_rows",
@@ -25,7 +25,6 @@ __all__ = [
 ]
 
 Columns = dict[str, list[Any]]
-Rows = list[tuple[Any, ...]]
 
 
 def _columns(names: Sequence[str]) -> Columns:
@@ -133,9 +132,125 @@ _MESSAGE_DEFAULTS: dict[str, Any] = {
     "created_at": None,
 }
 
+# Columns of the messages frame filled message by message, in `_add_messages`' order.
+_MESSAGE_COLUMNS = (
+    "message_id", "sequence", "role", "goal_id", "parent_sequence", "branch", "tool_call_id", "tool_name",
+    "description", "prompt_tokens", "completion_tokens", "cached_tokens", "total_tokens", "cost", "duration_ms",
+    "created_at", "text", "n_tool_calls", "tool_call_names", "is_error", "model",
+)
+_CALL_COLUMNS = (
+    "trace_id", "message_id", "sequence", "call_index", "call_id", "tool_name", "arguments", "result_sequence",
+    "is_error", "result_chars", "duration_ms", "created_at",
+)
+_NO_RESULT = (None, None, None, None)
+# The fields `_add_messages` reads, all in one C call per message.
+_fields = itemgetter(
+    "message_id", "sequence", "role", "goal_id", "parent_sequence", "branch", "tool_call_id", "tool_name", "description",
+    "prompt_tokens", "completion_tokens", "cached_tokens", "cost", "duration_ms", "created_at", "content", "metadata",
+)
 
-def _main_path(messages: list[dict[str, Any]], head: int) -> set[int]:
-    parents = {m["sequence"]: m["parent_sequence"] for m in messages}
+
+class MessageTables(NamedTuple):
+    """What one pass over the messages yields."""
+
+    messages: Columns
+    """Columns of the messages frame."""
+    tool_calls: Columns
+    """Columns of the tool-calls frame."""
+    role_counts: list[tuple[int, int]]
+    """(assistant messages, tool messages) of each record, in record order."""
+
+
+def message_and_call_rows(records: Sequence[TraceRecord]) -> MessageTables:
+    """Columns of the messages frame and of the tool calls (each joined to its result message).
+
+    The messages frame is the big one (100k rows are common) and its records are far bigger than
+    the CPU caches, so each message is visited once: one pass reads every field it needs and
+    appends it to its column (no row tuples to transpose, no second pass over the messages).
+    """
+    columns: Columns = {name: [] for name in (*_MESSAGE_COLUMNS, "trace_id", "on_main_path")}
+    calls: Columns = {name: [] for name in _CALL_COLUMNS}
+    counts: list[tuple[int, int]] = []
+    for record in records:
+        messages = record.messages
+        if not messages:
+            counts.append((0, 0))
+            continue
+        start = len(columns["sequence"])
+        try:
+            parents, pending, results, roles = _add_messages(messages, columns)
+        except KeyError:  # an older or foreign record without some fields
+            for values in columns.values():
+                del values[start:]
+            parents, pending, results, roles = _add_messages([{**_MESSAGE_DEFAULTS, **m} for m in messages], columns)
+        counts.append(roles)
+        main = _main_path(parents, int(record.trace.get("head_sequence") or 0))
+        columns["trace_id"].extend([record.trace_id] * len(messages))
+        columns["on_main_path"].extend(map(main.__contains__, columns["sequence"][start:]))
+        _add_calls(record.trace_id, pending, results, calls)
+    return MessageTables(columns, calls, counts)
+
+
+def _add_messages(messages: list[dict[str, Any]], columns: Columns) -> tuple[
+        dict[int, int | None], list[tuple[Any, ...]], dict[str, list[tuple[Any, ...]]], tuple[int, int]]:
+    """Append one trace's messages to the columns; return its parent links, tool calls, results and role counts."""
+    (message_id, sequence, role, goal_id, parent_sequence, branch, tool_call_id, tool_name, description,
+     prompt_tokens, completion_tokens, cached_tokens, total_tokens, cost, duration_ms, created_at, text,
+     n_tool_calls, tool_call_names, is_error, model) = [columns[name].append for name in _MESSAGE_COLUMNS]
+    parents: dict[int, int | None] = {}
+    pending: list[tuple[Any, ...]] = []  # (message id, sequence, created_at, [(call id, name, arguments)]) per caller
+    results: dict[str, list[tuple[Any, ...]]] = {}  # call id -> (sequence, is_error, chars, duration) of its results
+    assistants = tools = 0
+    for m in messages:
+        (key, seq, kind, goal, parent, fork, call_id, tool, about, prompt, completion, cached, price, duration, created,
+         content, extra) = _fields(m)
+        message_id(key)
+        sequence(seq)
+        role(kind)
+        goal_id(goal)
+        parent_sequence(parent)
+        branch(fork)
+        tool_call_id(call_id)
+        tool_name(tool)
+        description(about)
+        prompt_tokens(prompt)
+        completion_tokens(completion)
+        cached_tokens(cached)
+        total_tokens(prompt + completion)
+        cost(price)
+        duration_ms(duration)
+        created_at(created)
+        parents[seq] = parent
+        if isinstance(content, dict):
+            calls = content.get("tool_calls") or ()
+            text(content.get("text"))
+            n_tool_calls(len(calls))
+            tool_call_names(",".join([c.get("name", "") for c in calls]) or None)
+            if calls:  # read each call now, while the message is in the CPU cache
+                pending.append((key, seq, created, [(c.get("id"), c.get("name"), c.get("arguments") or {}) for c in calls]))
+        else:
+            text(content)
+            n_tool_calls(0)
+            tool_call_names(None)
+        if extra:
+            error = extra.get("is_error")
+            is_error(None if error is None else bool(error))
+            model(extra.get("model"))
+        else:
+            is_error(None)
+            model(None)
+        if kind == "assistant":
+            assistants += 1
+        elif kind == "tool":
+            tools += 1
+            if call_id:
+                result = (seq, bool((extra or {}).get("is_error")),
+                          len(content) if isinstance(content, str) else None, duration)
+                results.setdefault(call_id, []).append(result)
+    return parents, pending, results, (assistants, tools)
+
+
+def _main_path(parents: dict[int, int | None], head: int) -> set[int]:
     path: set[int] = set()
     sequence: int | None = head or None
     while sequence is not None and sequence not in path and sequence in parents:
@@ -144,85 +259,30 @@ def _main_path(messages: list[dict[str, Any]], head: int) -> set[int]:
     return path
 
 
-_SIMPLE_FIELDS = (
-    "message_id", "sequence", "role", "goal_id", "parent_sequence", "branch", "tool_call_id", "tool_name",
-    "description", "prompt_tokens", "completion_tokens", "cached_tokens", "cost", "duration_ms", "created_at",
-)
-_simple = itemgetter(*_SIMPLE_FIELDS)
-
-
-def message_and_call_rows(records: Sequence[TraceRecord]) -> tuple[Columns, Rows]:
-    """Columns of the messages frame, and one row per tool call (joined to its result message).
-
-    The messages frame is the big one (100k rows are common), so plain fields are gathered with
-    one `itemgetter` map per trace and a transpose, both in C; only derived fields loop in Python.
-    """
-    columns: Columns = {name: [] for name in _SIMPLE_FIELDS}
-    derived: Columns = {name: [] for name in (
-        "trace_id", "on_main_path", "text", "n_tool_calls", "tool_call_names", "is_error", "model")}
-    calls: Rows = []
-    for record in records:
-        messages = record.messages
-        try:
-            plain = list(zip(*map(_simple, messages)))
-        except KeyError:  # an older or foreign record without some fields
-            messages = [{**_MESSAGE_DEFAULTS, **m} for m in messages]
-            plain = list(zip(*map(_simple, messages)))
-        if not messages:
-            continue
-        for name, values in zip(_SIMPLE_FIELDS, plain):
-            columns[name].extend(values)
-        main = _main_path(messages, int(record.trace.get("head_sequence") or 0))
-        derived["trace_id"].extend([record.trace_id] * len(messages))
-        derived["on_main_path"].extend([m["sequence"] in main for m in messages])
-        text, n_calls, names = derived["text"], derived["n_tool_calls"], derived["tool_call_names"]
-        for m in messages:
-            content = m["content"]
-            if isinstance(content, dict):
-                tool_calls = content.get("tool_calls") or ()
-                text.append(content.get("text"))
-                n_calls.append(len(tool_calls))
-                names.append(",".join([c.get("name", "") for c in tool_calls]) or None)
-            else:
-                text.append(content)
-                n_calls.append(0)
-                names.append(None)
-        extras = [m["metadata"] or {} for m in messages]
-        derived["is_error"].extend([None if (e := x.get("is_error")) is None else bool(e) for x in extras])
-        derived["model"].extend([x.get("model") for x in extras])
-        calls.extend(_call_rows(record.trace_id, messages))
-    columns.update(derived)
-    columns["total_tokens"] = [a + b for a, b in zip(columns["prompt_tokens"], columns["completion_tokens"])]
-    return columns, calls
-
-
-def _call_rows(trace_id: str, messages: list[dict[str, Any]]) -> Rows:
-    """Tool calls of one trace in schema order, each joined to the first later result with its id."""
-    results: dict[str, list[dict[str, Any]]] = {}
-    for message in messages:
-        if message["role"] == "tool" and message["tool_call_id"]:
-            results.setdefault(message["tool_call_id"], []).append(message)
-    rows: Rows = []
-    for message in messages:
-        content = message["content"]
-        if not isinstance(content, dict) or not content.get("tool_calls"):
-            continue
-        sequence = message["sequence"]
-        for position, call in enumerate(content["tool_calls"]):
-            result = None
-            for candidate in results.get(call.get("id"), ()):
-                if candidate["sequence"] > sequence:
-                    result = candidate
+def _add_calls(trace_id: str, pending: list[tuple[Any, ...]], results: dict[str, list[tuple[Any, ...]]],
+               columns: Columns) -> None:
+    """Append one trace's tool calls, each joined to the first later result with its id."""
+    (trace_ids, message_ids, sequences, call_index, call_ids, tool_name, arguments, result_sequence, is_error,
+     result_chars, duration_ms, created_at) = [columns[name].append for name in _CALL_COLUMNS]
+    for message_id, sequence, created, calls in pending:
+        for index, (call_id, name, args) in enumerate(calls):
+            joined = _NO_RESULT
+            for result in results.get(call_id, ()):
+                if result[0] > sequence:
+                    joined = result
                     break
-            if result is None:
-                joined: tuple[Any, ...] = (None, None, None, None)
-            else:
-                text = result["content"]
-                joined = (result["sequence"], bool((result["metadata"] or {}).get("is_error")),
-                          len(text) if isinstance(text, str) else None, result["duration_ms"])
-            rows.append((trace_id, message["message_id"], sequence, position, call.get("id"), call.get("name"),
-                         call.get("arguments") or {}, *joined, message["created_at"]))
-    return rows
+            trace_ids(trace_id)
+            message_ids(message_id)
+            sequences(sequence)
+            call_index(index)
+            call_ids(call_id)
+            tool_name(name)
+            arguments(args)
+            result_sequence(joined[0])
+            is_error(joined[1])
+            result_chars(joined[2])
+            duration_ms(joined[3])
+            created_at(created)
 
 
 def goal_rows(records: Sequence[TraceRecord], names: Sequence[str]) -> Columns:
@@ -259,13 +319,20 @@ def goal_rows(records: Sequence[TraceRecord], names: Sequence[str]) -> Columns:
     return cols
 
 
-def event_rows(records: Sequence[TraceRecord], names: Sequence[str]) -> Rows:
-    """One row per event (tuples in schema order); common payload fields are lifted into columns.
+_SUB_TRACE_EVENTS = ("sub_trace_started", "sub_trace_completed")
+_EVENT_COLUMNS = (
+    "trace_id", "event_id", "type", "created_at", "goal_id", "message_sequence", "sub_trace_id", "status", "payload")
+
+
+def event_rows(records: Sequence[TraceRecord], names: Sequence[str]) -> Columns:
+    """One row per event; common payload fields are lifted into columns (one pass, no row tuples).
 
     A `message_added` payload keeps everything but the message itself, which is the messages
     frame's row (`message_sequence`): no second copy of every message in memory.
     """
-    out: Rows = []
+    cols = _columns(names)
+    (trace_ids, event_id, event_type, created_at, goal_id, message_sequence, sub_trace_id, status,
+     payloads) = [cols[name].append for name in _EVENT_COLUMNS]
     for record in records:
         trace_id = record.trace_id
         for event in record.events:
@@ -276,23 +343,28 @@ def event_rows(records: Sequence[TraceRecord], names: Sequence[str]) -> Rows:
             sequence = None
             if isinstance(message, dict):
                 sequence = message.get("sequence")
-                payload = {k: v for k, v in payload.items() if k != "message"}
-            out.append((
-                trace_id, event.get("event_id"), kind, event.get("created_at"),
-                payload.get("goal_id") or (goal.get("id") if isinstance(goal, dict) else None), sequence,
-                payload.get("trace_id") if kind in ("sub_trace_started", "sub_trace_completed") else None,
-                payload.get("status"), payload,
-            ))
-    return out
+                payload = dict(payload)  # a copy without the message: the record's own dict is left as it is
+                del payload["message"]
+            trace_ids(trace_id)
+            event_id(event.get("event_id"))
+            event_type(kind)
+            created_at(event.get("created_at"))
+            goal_id(payload.get("goal_id") or (goal.get("id") if isinstance(goal, dict) else None))
+            message_sequence(sequence)
+            sub_trace_id(payload.get("trace_id") if kind in _SUB_TRACE_EVENTS else None)
+            status(payload.get("status"))
+            payloads(payload)
+    return cols
 
 
-def usage_rows(records: Sequence[TraceRecord], index: TreeIndex, names: Sequence[str], *, with_messages: bool) -> Columns:
-    """One row per trace: what the agent consumed."""
+
+def usage_rows(records: Sequence[TraceRecord], index: TreeIndex, names: Sequence[str],
+               role_counts: Sequence[tuple[int, int]] | None) -> Columns:
+    """One row per trace: what the agent consumed (LLM and tool calls from `role_counts` when messages were read)."""
     cols = _columns(names)
-    for record in records:
+    for number, record in enumerate(records):
         meta, trace_id = record.trace, record.trace_id
-        calls = sum(1 for m in record.messages if m.get("role") == "assistant") if with_messages else None
-        tools = sum(1 for m in record.messages if m.get("role") == "tool") if with_messages else None
+        calls, tools = role_counts[number] if role_counts is not None else (None, None)
         end = meta.get("completed_at") or meta.get("updated_at")
         values = {
             "trace_id": trace_id, "root_trace_id": index.root[trace_id], "parent": meta.get("parent_trace_id"),

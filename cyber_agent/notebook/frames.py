@@ -9,19 +9,27 @@ report lists) stays a Python dict or list in an `object` column: `pd.json_normal
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from itertools import compress, repeat
+from operator import is_
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from cyber_agent.errors import TraceNotFoundError
 from cyber_agent.notebook import frame_rows as rows
 from cyber_agent.notebook.bridge import run_sync
 from cyber_agent.notebook.display import RichDisplay, html_table
-from cyber_agent.notebook.records import StoreSource, TraceRecord, open_source, read_records
+from cyber_agent.notebook.records import (
+    StoreSource,
+    TraceRecord,
+    open_source,
+    read_records,
+)
+from cyber_agent.trace.bulk import gc_paused
 
 __all__ = ["SCHEMAS", "TraceFrames", "ato_frames", "frames_from_records", "to_frames"]
 
@@ -76,24 +84,56 @@ SCHEMAS: dict[str, dict[str, str]] = {
 """Column name -> dtype of every frame of `TraceFrames`."""
 
 
-def _frame(name: str, columns: dict[str, list[Any]] | list[tuple[Any, ...]]) -> pd.DataFrame:
-    schema = SCHEMAS[name]
-    if isinstance(columns, list):  # row tuples in schema order
-        if columns and len(columns[0]) != len(schema):
-            raise AssertionError(f"{name} rows have {len(columns[0])} values for {len(schema)} columns")
-        transposed = list(zip(*columns)) if columns else [() for _ in schema]
-        columns = {column: list(values) for column, values in zip(schema, transposed)}
-    data = {}
-    for column, dtype in schema.items():
-        values = columns[column]
-        if dtype == TS:
-            series = pd.Series(values, dtype=object)
-            data[column] = (
-                pd.to_datetime(series, utc=True, format="ISO8601").astype(TS) if len(series) else pd.Series([], dtype=TS)
-            )
+def _frame(name: str, columns: dict[str, list[Any]]) -> pd.DataFrame:
+    # From arrays rather than Series: no index per column to build and then align.
+    return pd.DataFrame({column: _column(columns[column], dtype) for column, dtype in SCHEMAS[name].items()}, copy=False)
+
+
+_STRING = pd.StringDtype()  # what dtype "string" means here (python storage unless pyarrow is the default)
+
+
+def _column(values: list[Any], dtype: str) -> Any:
+    """The array of a column of `dtype`: always that of `pd.Series(values, dtype=dtype)`, mostly built faster."""
+    if dtype == TS:
+        if not values:
+            return pd.array([], dtype=TS)
+        return pd.to_datetime(pd.Series(values, dtype=object), utc=True, format="ISO8601").astype(TS).array
+    fast = _fast_array(values, dtype) if values else None
+    return pd.Series(values, dtype=dtype).array if fast is None else fast
+
+
+def _fast_array(values: list[Any], dtype: str) -> Any:
+    """The array of `pd.Series(values, dtype=dtype)` built in fewer passes, or None to leave it to pandas.
+
+    pandas infers and checks every value of a list again for each dtype (a None in a string column
+    is especially slow), and on 100k rows each pass over values scattered through the heap costs.
+    Plain data takes one C pass here: `array` reads ints (floats) into int64 (float64) and refuses
+    anything else, a masked `Int64` or a float column with gaps scatters the values that are not
+    None, and `StringArray` only checks that it holds strings and None. Anything else (other types,
+    values out of range) returns None and goes through pandas.
+    """
+    if dtype == S:
+        if _STRING.storage != "python":
+            return None
+        try:
+            return pd.arrays.StringArray(np.fromiter(values, dtype=object, count=len(values)))
+        except (TypeError, ValueError):
+            return None
+    if dtype not in (I, F, NI):
+        return None
+    code, numpy_type = ("d", np.float64) if dtype == F else ("q", np.int64)
+    try:
+        if dtype == I:
+            return np.array(array(code, values), dtype=numpy_type)
+        mask = np.fromiter(map(is_, values, repeat(None)), dtype=bool, count=len(values))
+        if not mask.any():
+            data = np.array(array(code, values), dtype=numpy_type)
         else:
-            data[column] = pd.Series(values, dtype=dtype)
-    return pd.DataFrame(data, copy=False)
+            data = np.zeros(len(values), dtype=numpy_type) if dtype == NI else np.full(len(values), np.nan)
+            data[~mask] = np.frombuffer(array(code, compress(values, ~mask)), dtype=numpy_type)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return pd.arrays.IntegerArray(data, mask) if dtype == NI else data
 
 
 @dataclass(frozen=True, kw_only=True, eq=False, repr=False)
@@ -176,14 +216,15 @@ class TraceFrames(RichDisplay):
 def frames_from_records(records: Sequence[TraceRecord], *, with_messages: bool = True) -> TraceFrames:
     """Build the frames from trace records (pure; no store access)."""
     index = rows.TreeIndex(records)
-    messages, calls = rows.message_and_call_rows(records)
+    tables = rows.message_and_call_rows(records)
+    counts = tables.role_counts if with_messages else None
     return TraceFrames(
         traces=_frame("traces", rows.trace_rows(records, index, list(SCHEMAS["traces"]))),
-        messages=_frame("messages", messages),
-        tool_calls=_frame("tool_calls", calls),
+        messages=_frame("messages", tables.messages),
+        tool_calls=_frame("tool_calls", tables.tool_calls),
         goals=_frame("goals", rows.goal_rows(records, list(SCHEMAS["goals"]))),
         events=_frame("events", rows.event_rows(records, list(SCHEMAS["events"]))),
-        usage=_frame("usage", rows.usage_rows(records, index, list(SCHEMAS["usage"]), with_messages=with_messages)),
+        usage=_frame("usage", rows.usage_rows(records, index, list(SCHEMAS["usage"]), counts)),
         reports=_frame("reports", rows.report_rows(records, index, list(SCHEMAS["reports"]))),
         validations=_frame("validations", rows.validation_rows(records, list(SCHEMAS["validations"]))),
     )
@@ -196,29 +237,13 @@ async def ato_frames(
     if isinstance(root_ids, str):
         root_ids = [root_ids]
     store = open_source(source)
-    with _gc_paused():
+    with gc_paused():  # each collection would walk every record loaded so far
         records = await read_records(store, root_ids, messages=messages, events=events)
         frames = frames_from_records(records, with_messages=messages)
         # Freed here by reference counting, so the collection owed on leaving the pause only
         # walks what the frames keep (payload and argument dicts), not every parsed record.
         del records
     return frames
-
-
-@contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic GC while a load builds millions of objects that all stay alive.
-
-    Each collection would walk every record loaded so far, which makes big loads quadratic
-    (about a third of the time at 10k messages); nothing built here forms cycles.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def to_frames(

@@ -257,7 +257,8 @@ class GoalTree(BaseModel):
                  "waiting_children": "[~]", "pending_review": "[?]", "pending": "[ ]"}
         lines = []
         for goal in self._dfs():
-            focus = "  <- current" if goal.id == self.current_id else ""
+            # A finished goal is never "current", even while current_id still names it.
+            focus = "  <- current" if goal.id == self.current_id and goal.status not in FINAL_GOAL_STATUSES else ""
             summary = f" — {goal.summary}" if goal.summary else ""
             lines.append(f"{'  ' * self.depth(goal.id)}{marks[goal.status]} {goal.id}. {goal.description}{summary}{focus}")
         return "\n".join(lines)

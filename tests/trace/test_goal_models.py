@@ -143,3 +143,5 @@ def test_prompt_rendering_shows_status_depth_and_focus():
     assert lines[2] == "    [x] 3. three — found it"
     assert lines[3].endswith("<- current")
     assert GoalTree().to_prompt() == "(no goals yet)"
+    tree.set_status("4", "completed")  # a finished goal keeps current_id but loses the marker
+    assert tree.current_id == "4" and "<- current" not in tree.to_prompt()

@@ -153,6 +153,15 @@ class RunSample:
     calls: dict[str, int] = field(default_factory=dict)
 
 
+def tree_config(mode: str) -> RunConfig:
+    """The root's run configuration: a recursive run whose children run in `mode` (at most 2 at once)."""
+    return RunConfig(
+        agent_mode="recursive", max_iterations=10, child_execution_mode=mode,  # type: ignore[arg-type]
+        max_parallel_children=2,
+        root_task_anchor={"objective": ROOT, "completion_criteria": [f"{ROOT} reports done"]},
+    )
+
+
 async def run_tree(mode: str, *, plan: dict[str, list[str]], latency: float, store_kind: str, tmp_root: str) -> RunSample:
     """Run the planned tree once in `mode` (sequential | parallel) on a fresh store; check and time it."""
     model = TreeModel(plan, latency)
@@ -161,11 +170,7 @@ async def run_tree(mode: str, *, plan: dict[str, list[str]], latency: float, sto
     directory = tempfile.mkdtemp(dir=tmp_root, prefix=f"{mode}-")
     store: TraceStore = FileSystemTraceStore(directory) if store_kind == "file" else InMemoryTraceStore()
     runner = AgentRunner(trace_store=store, llm_call=model.llm, workspace=directory)
-    config = RunConfig(
-        agent_mode="recursive", max_iterations=10, child_execution_mode=mode,  # type: ignore[arg-type]
-        max_parallel_children=2,
-        root_task_anchor={"objective": ROOT, "completion_criteria": [f"{ROOT} reports done"]},
-    )
+    config = tree_config(mode)
     started = time.perf_counter()
     result = await runner.run_result([{"role": "user", "content": ROOT}], config)
     seconds = time.perf_counter() - started
@@ -197,9 +202,10 @@ async def _check(store: TraceStore, root_id: str, status: str, error: str | None
                      llm_calls=int(usage.get("llm_calls", 0)), max_in_flight=0)
 
 
-def _environment(agents: int) -> None:
+def clean_environment(agents: int) -> None:
     """Start from a clean AGENT_* environment; cap the tree at the planned size, never at the call budget."""
-    for name in ("AGENT_MODE", "AGENT_RECURSION_ENABLED", *BUDGET_ENV):
+    for name in ("AGENT_MODE", "AGENT_RECURSION_ENABLED", "AGENT_VALIDATOR_MODEL", "AGENT_ROOT_VALIDATOR_MODEL",
+                 "AGENT_VALIDATOR_SEARCH_PROVIDER", *BUDGET_ENV):
         os.environ.pop(name, None)
     os.environ["AGENT_MAX_TOTAL_AGENTS"] = str(agents)
     os.environ["AGENT_MAX_LLM_CALLS"] = str(20 * agents)  # the call budget is not what this bench is about
@@ -279,7 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     repeat = args.repeat or (1 if args.quick else 3)
     plan = plan_tree(args.agents, args.fanout)
-    _environment(len(plan))
+    clean_environment(len(plan))
     print(f"recursive tree: {len(plan)} agents, fanout {args.fanout}, {args.latency * 1000:.0f} ms per model call, "
           f"{repeat} run(s) per mode, {args.store} store")
     started = time.perf_counter()

@@ -36,8 +36,9 @@ ROOT_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT_DIR))
 sys.path.insert(0, str(ROOT_DIR / "bench"))
 
+from recursive_tree import clean_environment
+
 from cyber_agent.core.config import RunConfig
-from cyber_agent.core.resource_budget import BUDGET_ENV
 from cyber_agent.core.runner import AgentRunner
 from cyber_agent.trace import FileSystemTraceStore
 
@@ -91,14 +92,6 @@ for _name in PUBLIC:
     setattr(CountingStore, _name, _counted_public(_name))
 
 
-def _environment(agents: int) -> None:
-    for name in ("AGENT_MODE", "AGENT_RECURSION_ENABLED", "AGENT_VALIDATOR_MODEL", "AGENT_ROOT_VALIDATOR_MODEL",
-                 "AGENT_VALIDATOR_SEARCH_PROVIDER", *BUDGET_ENV):
-        os.environ.pop(name, None)
-    os.environ["AGENT_MAX_TOTAL_AGENTS"] = str(max(agents, 50))
-    os.environ["AGENT_MAX_LLM_CALLS"] = str(20 * max(agents, 50))
-
-
 async def _run_demo(store: CountingStore) -> tuple[str, str]:
     from cyber_agent.cli import DEMO_ANCHOR, DEMO_TASK
 
@@ -110,13 +103,11 @@ async def _run_demo(store: CountingStore) -> tuple[str, str]:
 
 
 async def _run_tree(store: CountingStore, agents: int) -> tuple[str, str]:
-    from recursive_tree import ROOT, TreeModel, plan_tree
+    from recursive_tree import ROOT, TreeModel, plan_tree, tree_config
 
     model = TreeModel(plan_tree(agents, 6), 0.0)
     runner = AgentRunner(trace_store=store, llm_call=model.llm, workspace=str(store.base_path))
-    config = RunConfig(agent_mode="recursive", max_iterations=10, child_execution_mode="sequential",
-                       root_task_anchor={"objective": ROOT, "completion_criteria": [f"{ROOT} reports done"]})
-    result = await runner.run_result([{"role": "user", "content": ROOT}], config)
+    result = await runner.run_result([{"role": "user", "content": ROOT}], tree_config("sequential"))
     return result.trace.trace_id, result.status
 
 
@@ -164,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--by-site", action="store_true", help="attribute each write to its caller in cyber_agent")
     parser.add_argument("--dir", help="directory for the temporary stores (default: system temp)")
     args = parser.parse_args(argv)
-    _environment(args.agents)
+    clean_environment(max(args.agents, 50))
     os.chdir(ROOT_DIR)  # the demo task names data/sales.csv relative to the repository
     workloads = ("demo", "tree") if args.workload == "both" else (args.workload,)
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-writes-") as tmp:

@@ -238,9 +238,6 @@ def _shipped_definitions() -> tuple[AgentDefinition, ...]:
     return tuple(_load_dir(BUILTIN_ARCHETYPES_DIR, "builtin").values())
 
 
-def _builtin_definitions() -> dict[str, AgentDefinition]:
-    return {definition.id: definition for definition in _shipped_definitions()}
-
 
 def _where(definition: AgentDefinition) -> Path:
     return definition.source or Path(f"<{definition.origin} definition {definition.id}>")
@@ -278,7 +275,10 @@ class ArchetypeRegistry:
     @classmethod
     def load(cls, workspace: Path | str | None = None, *, builtins_dir: Path = BUILTIN_ARCHETYPES_DIR) -> ArchetypeRegistry:
         """Load the built-ins, then `<workspace>/.cyber_agent/agents/<id>/agent.toml` (same id replaces)."""
-        merged = _builtin_definitions() if builtins_dir == BUILTIN_ARCHETYPES_DIR else _load_dir(builtins_dir, "builtin")
+        if builtins_dir == BUILTIN_ARCHETYPES_DIR:
+            merged = {definition.id: definition for definition in _shipped_definitions()}
+        else:
+            merged = _load_dir(builtins_dir, "builtin")
         if workspace is not None:
             merged.update(_load_dir(Path(workspace) / WORKSPACE_AGENTS_DIR, "workspace"))
         return cls(merged.values())

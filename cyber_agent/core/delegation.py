@@ -52,15 +52,14 @@ async def _finish_child(ctx: ToolContext, child_id: str, brief: TaskBrief) -> di
     child = await store.get_trace(child_id)
     assert child is not None
     report = report_of(child)
+    changes: dict[str, Any] = {}
     if child.status != "completed" or report is None:
         reason = child.error_message or f"the child ended {child.status} without a report"
         report = TaskReport(outcome="failed", summary=reason, submitted_by="runner")
-        # The runner-written report and its verdict are one step: one write of the child.
+        changes = report_changes(report)  # stored with its verdict: one write of the child
+    if report.outcome == "failed" and report.submitted_by == "runner":
         validation = ValidationResult(scope="criteria", target_trace_id=child_id, verdict="fail", summary=report.summary)
-        child = await append_validation(store, child_id, validation, **report_changes(report))
-    elif report.outcome == "failed" and report.submitted_by == "runner":
-        validation = ValidationResult(scope="criteria", target_trace_id=child_id, verdict="fail", summary=report.summary)
-        await append_validation(store, child_id, validation)
+        child = await append_validation(store, child_id, validation, **changes)
     else:
         validation = await run_validation(runner, target=child, scope="criteria", criteria=brief.completion_criteria,
                                           report=report, answer=None)

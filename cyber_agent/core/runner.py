@@ -32,6 +32,7 @@ from cyber_agent.errors import BudgetExceededError, CyberAgentError, RunError
 from cyber_agent.llm.types import LLMCall, LLMResponse
 from cyber_agent.tools.context import ToolContext
 from cyber_agent.tools.registry import ToolRegistry
+from cyber_agent.trace.goal_models import FINAL_GOAL_STATUSES
 from cyber_agent.trace.models import Message, MessageContent, Trace
 from cyber_agent.trace.protocols import TraceStore
 
@@ -400,12 +401,11 @@ class AgentRunner:
         """End the run: root goal, then status and result (with `protocol` changes) in one trace write."""
         store = self.trace_store
         trace_id = prepared.trace.trace_id
+        current = await store.get_trace(trace_id) if protocol or prepared.branch is not None else None
+        context = with_protocol(current, protocol) if protocol and current is not None else None
         if prepared.branch is not None:
             # A side branch never moves the head or changes the trace's status.
-            current = await store.get_trace(trace_id)
-            context = dict(current.context if current else {})
-            if protocol and current is not None:
-                context = with_protocol(current, protocol) or context
+            context = context or dict(current.context if current else {})
             branches = dict(context.get("side_branches") or {})
             branches[prepared.branch] = {"status": status, "answer": answer, "error": error, "head_sequence": prepared.head}
             trace = await store.update_trace(trace_id, context={**context, "side_branches": branches})
@@ -420,16 +420,13 @@ class AgentRunner:
             tree = await store.get_goal_tree(trace_id)
             goal = tree.find(prepared.root_goal_id) if tree else None
             first_line = _clip((answer or "").strip().splitlines()[0]) if (answer or "").strip() else ""
-            if goal is not None and goal.status not in ("completed", "abandoned", "failed"):
+            if goal is not None and goal.status not in FINAL_GOAL_STATUSES:
                 await store.update_goal(trace_id, goal.id, status="completed", summary=first_line)
             elif goal is not None and goal.status == "completed" and goal.summary != first_line:
                 # A revised run (review → revise) completes again: the goal shows the latest answer.
                 await store.update_goal(trace_id, goal.id, summary=first_line)
-        if protocol:
-            current = await store.get_trace(trace_id)
-            context = with_protocol(current, protocol) if current is not None else None
-            if context is not None:
-                updates["context"] = context
+        if context is not None:
+            updates["context"] = context
         trace = await store.update_trace(trace_id, **updates)
         if status == "completed":
             await store.append_event(trace_id, "trace_completed", {"trace_id": trace_id, "total_messages": trace.total_messages})

@@ -192,7 +192,7 @@ async def _check(store: TraceStore, root_id: str, status: str, error: str | None
     if unfinished:
         raise AssertionError(f"{mode}: {len(unfinished)} agents did not complete, e.g. {unfinished[0]}")
     unreported = [t.trace_id for t in business if t.trace_id != root_id
-                  and not (t.context.get("task_protocol") or {}).get("report")]
+                  and t.protocol.report is None]
     if unreported:
         raise AssertionError(f"{mode}: {len(unreported)} children have no report, e.g. {unreported[0]}")
     usage = await store.get_resource_usage(root_id) or {}

@@ -165,7 +165,7 @@ for node, data in graph.nodes(data=True):
 Three sources, joined in pandas: the reports each child submitted (its `submit_report` tool
 calls, in order), the validations of each report (`frames.validations`, where
 `validation_index` counts the reports of a trace), and the parent's decisions (the `reviews`
-its `trace.context["task_protocol"]` keeps, in order).
+its `Trace.protocol` keeps, in order).
 """),
         code("""
 labels = frames.traces.set_index("trace_id")["label"]
@@ -175,8 +175,8 @@ submitted = calls[calls["tool_name"] == "submit_report"].sort_values(["trace_id"
 submitted = submitted.assign(round=submitted.groupby("trace_id").cumcount(),
                              report=submitted["arguments"].map(lambda report: report["summary"]))
 
-reviews = pd.DataFrame([review for context in frames.traces["context"]
-                        for review in context.get("task_protocol", {}).get("reviews", [])])
+reviews = pd.DataFrame([review for protocol in frames.traces["protocol"]
+                        for review in protocol.get("reviews", [])])
 reviews = reviews.rename(columns={"child_trace_id": "trace_id"})
 reviews = reviews.assign(round=reviews.groupby("trace_id").cumcount())
 
@@ -380,8 +380,8 @@ validator's evidence back to the child:
 """),
         code("""
 reviews = pd.DataFrame([{"parent": labels[parent], **review}
-                        for parent, context in zip(frames.traces["trace_id"], frames.traces["context"])
-                        for review in context.get("task_protocol", {}).get("reviews", [])])
+                        for parent, protocol in zip(frames.traces["trace_id"], frames.traces["protocol"])
+                        for review in protocol.get("reviews", [])])
 reviews.assign(child=reviews["child_trace_id"].map(labels))[["parent", "child", "decision", "feedback"]]""",
              check=True),
         md("If this notebook ran the demo itself (no export found), its temporary store goes now:"),

@@ -41,13 +41,15 @@ def test_recursive_demo_shows_the_whole_protocol(tmp_path, monkeypatch):
     assert main(["--store", str(tmp_path), "demo"]) == 0
     store = FileSystemTraceStore(tmp_path)
     traces = asyncio.run(store.list_traces(limit=None))
-    business = [t for t in traces if t.context.get("created_by_tool") != "validator"]
-    assert max(t.context["agent_depth"] for t in business) >= 2
-    validations = [v for t in business for v in t.context.get("task_protocol", {}).get("validations", [])]
-    assert any(v["verdict"] == "fail" for v in validations)
-    revised = [t for t in business if [v["verdict"] for v in t.context.get("task_protocol", {}).get("validations", [])][:2] == ["fail", "pass"]]
+    business = [t for t in traces if not t.is_validator]
+    assert max(t.lineage.depth for t in business) >= 2
+    validations = [v for t in business for v in t.protocol.validations]
+    assert any(v.verdict == "fail" for v in validations)
+    revised = [t for t in business if [v.verdict for v in t.protocol.validations][:2] == ["fail", "pass"]]
     assert revised, "a rejected child was revised and then passed"
     root = next(t for t in traces if t.parent_trace_id is None)
-    root_validators = [t for t in traces if t.parent_trace_id == root.trace_id and t.context.get("validation_scope") == "root"]
-    assert root_validators and root_validators[-1].context["task_protocol"]["validation"]["verdict"] == "pass"
+    root_validators = [t for t in traces if t.parent_trace_id == root.trace_id and t.protocol.validator is not None
+                       and t.protocol.validator.scope == "root"]
+    final = root_validators[-1].protocol.validation if root_validators else None
+    assert final is not None and final.verdict == "pass"
     assert root.status == "completed"

@@ -1,7 +1,7 @@
 """Agent modes (SPEC A1, A2, A4, A7, A12): legacy vs recursive, as policy over one runner.
 
 `policy_from_environment` reads `AGENT_MODE` once, when a new root trace is created, before
-any model call. The root freezes the policy into its context; descendants inherit it from the
+any model call. The root freezes the policy into its `Trace.lineage`; descendants inherit it from the
 persisted root, never from the current environment.
 """
 
@@ -10,9 +10,10 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
 
 from cyber_agent.errors import ConfigurationError
+from cyber_agent.trace.models import Trace
+from cyber_agent.trace.state import AgentMode, CreatedByTool, Lineage
 
 __all__ = [
     "AGENT_MODE_REVISION",
@@ -24,7 +25,6 @@ __all__ = [
     "validate_recursive_child_execution",
 ]
 
-AgentMode = Literal["legacy", "recursive"]
 AGENT_MODE_REVISION = 2
 MAX_RECURSIVE_DEPTH = 5
 MAX_CHILDREN_PER_PARENT = 6
@@ -72,22 +72,16 @@ class AgentPolicy:
         """Recursive stops reach registered descendants; legacy stops only the trace."""
         return self.is_recursive
 
-    def context_fields(self, *, root_trace_id: str, depth: int) -> dict[str, Any]:
-        """The fields a trace of this tree carries in its context (A2)."""
-        return {
-            "agent_mode": self.mode,
-            "agent_mode_revision": self.revision,
-            "agent_depth": depth,
-            "root_trace_id": root_trace_id,
-        }
+    def lineage(self, *, root_trace_id: str, depth: int, created_by_tool: CreatedByTool | None = None,
+                tool_snapshot: list[str] | None = None) -> Lineage:
+        """The lineage a trace of this tree carries (A2)."""
+        return Lineage(mode=self.mode, revision=self.revision, depth=depth, root_trace_id=root_trace_id,
+                       created_by_tool=created_by_tool, tool_snapshot=tool_snapshot)
 
     @classmethod
-    def from_context(cls, context: Mapping[str, Any]) -> AgentPolicy:
+    def of(cls, trace: Trace) -> AgentPolicy:
         """Read the persisted policy of a trace; a historic trace without it is legacy."""
-        mode = context.get("agent_mode", "legacy")
-        if mode not in ("legacy", "recursive"):
-            raise ConfigurationError("trace.context.agent_mode", f"must be 'legacy' or 'recursive', got {mode!r}")
-        return cls(mode=mode, revision=int(context.get("agent_mode_revision", AGENT_MODE_REVISION)))
+        return cls(mode=trace.lineage.mode, revision=trace.lineage.revision)
 
 
 def policy_from_environment(environ: Mapping[str, str] | None = None, *, override: str | None = None) -> AgentPolicy:

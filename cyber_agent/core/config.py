@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from cyber_agent.errors import ConfigurationError
+from cyber_agent.trace.state import RunConfigSnapshot
 
 __all__ = ["RunConfig", "config_hash"]
 
@@ -109,12 +110,12 @@ class RunConfig(BaseModel):
             raise ConfigurationError("model", "must not be empty; use 'demo' for the offline model")
         return value
 
-    def restored(self, snapshot: dict[str, Any]) -> RunConfig:
+    def restored(self, snapshot: RunConfigSnapshot) -> RunConfig:
         """This call's ids and rewind point on top of the persisted behaviour snapshot (overrides ignored)."""
         keep = {k: getattr(self, k) for k in ("trace_id", "after_sequence", "side_branch")}
-        return RunConfig(**snapshot["config"], **keep)
+        return RunConfig(**snapshot.config, **keep)
 
-    def behaviour_snapshot(self) -> dict[str, Any]:
+    def behaviour_snapshot(self) -> RunConfigSnapshot:
         """The fields that decide behaviour (ids and rewind points excluded), with their hash."""
         data = self.model_dump(mode="json", exclude=_NOT_BEHAVIOUR)
-        return {"config": data, "hash": config_hash(data)}
+        return RunConfigSnapshot(config=data, hash=config_hash(data))

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from cyber_agent.core.agent_mode import MAX_CONTEXT_REFS
-from cyber_agent.core.task_protocol import MAX_ITEMS, RootTaskAnchor, TaskBrief
+from cyber_agent.trace.protocol_records import MAX_ITEMS, RootTaskAnchor, TaskBrief
 from cyber_agent.errors import ToolArgumentError
 from cyber_agent.trace.models import Trace
 from cyber_agent.trace.protocols import TraceStore
+from cyber_agent.trace.state import ContextRef
 from cyber_agent.trace.trace_id import parse_message_id
 
 __all__ = [
@@ -71,19 +72,17 @@ def task_briefs_match(a: TaskBrief, b: TaskBrief) -> bool:
     )
 
 
-def _snapshot(ref_id: str, kind: str, source: str, title: str, content: str) -> dict[str, Any]:
+def _snapshot(ref_id: str, kind: Literal["message", "report"], source: str, title: str, content: str) -> ContextRef:
     content = content[:MAX_REF_CHARS]
-    return {
-        "ref_id": ref_id, "kind": kind, "source": source, "title": title, "content": content,
-        "sha256": hashlib.sha256(content.encode()).hexdigest(), "chars": len(content),
-    }
+    return ContextRef(ref_id=ref_id, kind=kind, source=source, title=title, content=content,
+                      sha256=hashlib.sha256(content.encode()).hexdigest(), chars=len(content))
 
 
-async def grant_context_refs(store: TraceStore, parent: Trace, refs: list[str | dict[str, str]], child_index: int) -> dict[str, dict[str, Any]]:
+async def grant_context_refs(store: TraceStore, parent: Trace, refs: list[str | dict[str, str]], child_index: int) -> dict[str, ContextRef]:
     """Resolve the refs a parent grants into immutable snapshots for one child; refuse what it cannot grant."""
-    held: dict[str, dict[str, Any]] = dict(parent.context.get("context_access", {}).get("refs", {}))
-    root = parent.context.get("root_trace_id", parent.trace_id)
-    granted: dict[str, dict[str, Any]] = {}
+    held = dict(parent.protocol.context_access.refs)
+    root = parent.root_id
+    granted: dict[str, ContextRef] = {}
     taken = set(held)
     for index, ref in enumerate(refs, start=1):
         # A new snapshot never takes the id of a ref the parent holds: it may be re-granted alongside.
@@ -94,7 +93,7 @@ async def grant_context_refs(store: TraceStore, parent: Trace, refs: list[str | 
         if isinstance(ref, str):
             if ref not in held:
                 raise ToolArgumentError(f"context ref {ref!r} is not granted to this agent; it holds: {sorted(held) or 'none'}")
-            granted[ref] = dict(held[ref])
+            granted[ref] = held[ref]
             continue
         title = str(ref.get("title", ""))
         if "message_id" in ref:
@@ -107,18 +106,19 @@ async def grant_context_refs(store: TraceStore, parent: Trace, refs: list[str | 
             granted[ref_id] = _snapshot(ref_id, "message", message.message_id, title or message.description, message.text)
         elif "report_of" in ref:
             child = await store.get_trace(ref["report_of"])
-            if child is None or child.parent_trace_id != parent.trace_id or child.context.get("root_trace_id") != root:
+            if child is None or child.parent_trace_id != parent.trace_id or child.root_id != root:
                 raise ToolArgumentError(f"{ref['report_of']!r} is not a child of this agent; grant reports of your own children")
-            report = child.context.get("task_protocol", {}).get("report")
-            if not report:
+            report = child.protocol.report
+            if report is None:
                 raise ToolArgumentError(f"child {ref['report_of']!r} has no report to grant")
-            granted[ref_id] = _snapshot(ref_id, "report", child.trace_id, title or "report", json.dumps(report, ensure_ascii=False))
+            text = json.dumps(report.model_dump(mode="json"), ensure_ascii=False)
+            granted[ref_id] = _snapshot(ref_id, "report", child.trace_id, title or "report", text)
         else:
             raise ToolArgumentError(f"context ref {ref!r}: use a ref id you hold, {{'message_id': ...}} or {{'report_of': child_trace_id}}")
     return granted
 
 
-def build_child_task_message(*, brief: TaskBrief, anchor: RootTaskAnchor | None, lineage: dict[str, Any], refs: dict[str, dict[str, Any]]) -> str:
+def build_child_task_message(*, brief: TaskBrief, anchor: RootTaskAnchor | None, lineage: dict[str, Any], refs: dict[str, ContextRef]) -> str:
     """Render what the child sees as its task: the brief, the anchor, lineage and the refs it may read."""
     lines = ["# Task brief", f"Objective: {brief.objective}"]
     if brief.reason:
@@ -135,6 +135,6 @@ def build_child_task_message(*, brief: TaskBrief, anchor: RootTaskAnchor | None,
     lines += ["", "# Lineage", ", ".join(f"{k}={v}" for k, v in lineage.items())]
     if refs:
         lines += ["", "# Context refs granted to you (read with read_context_ref)"]
-        lines += [f"- {ref_id}: {ref['title']} ({ref['kind']}, {ref['chars']} chars)" for ref_id, ref in refs.items()]
+        lines += [f"- {ref_id}: {ref.title} ({ref.kind}, {ref.chars} chars)" for ref_id, ref in refs.items()]
     lines += ["", "When done, call submit_report with outcome, summary, outputs, evidence and open_issues."]
     return "\n".join(lines)

@@ -16,7 +16,7 @@ from typing import Any
 from cyber_agent.core.agent_mode import MAX_CHILDREN_PER_PARENT, MAX_RECURSIVE_DEPTH
 from cyber_agent.core.config import RunConfig
 from cyber_agent.core.context_policy import build_child_task_message, grant_context_refs, normalize_task_brief, task_briefs_match
-from cyber_agent.core.protocol_state import append_validation, protocol_of, report_changes, report_of, update_protocol
+from cyber_agent.core.protocol_state import append_validation, report_changes, update_protocol
 from cyber_agent.core.task_protocol import RootTaskAnchor, TaskBrief, TaskReport, ValidationResult
 from cyber_agent.core.tool_rights import child_tool_snapshot
 from cyber_agent.core.trace_setup import ChildSetup
@@ -24,6 +24,7 @@ from cyber_agent.core.validation import render_validation, run_validation
 from cyber_agent.errors import BudgetExceededError, ToolError
 from cyber_agent.tools.context import ToolContext
 from cyber_agent.trace.models import Trace
+from cyber_agent.trace.state import ContextAccess, ProtocolState
 from cyber_agent.trace.trace_id import new_sub_trace_id
 
 __all__ = ["continue_child", "render_outcome", "run_recursive_agents"]
@@ -31,19 +32,20 @@ __all__ = ["continue_child", "render_outcome", "run_recursive_agents"]
 
 async def _root_of(ctx: ToolContext, trace: Trace) -> Trace:
     """The tree's root trace (the anchor and the scheduling policy live there)."""
-    root_id = trace.context.get("root_trace_id", trace.trace_id)
+    root_id = trace.root_id
     root = trace if root_id == trace.trace_id else await ctx.store.get_trace(root_id)
     return root or trace
 
 
 def _anchor_of(root: Trace) -> RootTaskAnchor | None:
-    raw = root.context.get("root_task_anchor")
-    return RootTaskAnchor.model_validate(raw) if raw else None
+    return root.root_setup.anchor if root.root_setup is not None else None
 
 
 def _schedule(root: Trace) -> tuple[str, int]:
-    execution = root.context.get("child_execution", {})
-    return execution.get("mode", "sequential"), int(execution.get("max_parallel_children", 2))
+    if root.root_setup is None:
+        return "sequential", 2
+    execution = root.root_setup.child_execution
+    return execution.mode, execution.max_parallel_children
 
 
 async def _finish_child(ctx: ToolContext, child_id: str, brief: TaskBrief) -> dict[str, Any]:
@@ -51,7 +53,7 @@ async def _finish_child(ctx: ToolContext, child_id: str, brief: TaskBrief) -> di
     store, runner = ctx.store, ctx.runner
     child = await store.get_trace(child_id)
     assert child is not None
-    report = report_of(child)
+    report = child.protocol.report
     changes: dict[str, Any] = {}
     if child.status != "completed" or report is None:
         reason = child.error_message or f"the child ended {child.status} without a report"
@@ -85,9 +87,9 @@ def render_outcome(outcome: dict[str, Any]) -> str:
 
 async def _mark_pending(ctx: ToolContext, child_ids: list[str]) -> None:
     parent = await ctx.store.get_trace(ctx.trace_id)
-    protocol = protocol_of(parent) if parent else {}
-    pending = [c for c in protocol.get("pending_reviews", []) if c not in child_ids] + child_ids
-    children = list(dict.fromkeys([*protocol.get("children", []), *child_ids]))
+    protocol = parent.protocol if parent else ProtocolState()
+    pending = [c for c in protocol.pending_reviews if c not in child_ids] + child_ids
+    children = list(dict.fromkeys([*protocol.children, *child_ids]))
     await update_protocol(ctx.store, ctx.trace_id, pending_reviews=pending, children=children)  # no write if unchanged
     if ctx.goal_id is not None:
         await ctx.store.update_goal(ctx.trace_id, ctx.goal_id, status="pending_review")
@@ -98,14 +100,13 @@ async def run_recursive_agents(ctx: ToolContext, raw_briefs: list[Any], *, mode:
     store, runner = ctx.store, ctx.runner
     parent = await store.get_trace(ctx.trace_id)
     assert parent is not None
-    depth = int(parent.context.get("agent_depth", 0))
+    depth = parent.lineage.depth
     if depth + 1 > MAX_RECURSIVE_DEPTH:
         raise ToolError(
             f"depth limit: this agent is at depth {depth} and recursive trees allow children down to depth "
             f"{MAX_RECURSIVE_DEPTH}; do the work yourself and report"
         )
-    parent_brief_raw = protocol_of(parent).get("brief")
-    parent_brief = TaskBrief.model_validate(parent_brief_raw) if parent_brief_raw else None
+    parent_brief = parent.protocol.brief
     root = await _root_of(ctx, parent)
     anchor = _anchor_of(root)
     briefs = [normalize_task_brief(raw, parent_brief=parent_brief, anchor=anchor) for raw in raw_briefs]
@@ -116,7 +117,7 @@ async def run_recursive_agents(ctx: ToolContext, raw_briefs: list[Any], *, mode:
     count = len(briefs)
     async with runner.lock(f"children:{ctx.trace_id}"):
         parent = await store.get_trace(ctx.trace_id)
-        created_before = int(parent.context.get("child_count", 0)) if parent else 0
+        created_before = parent.lineage.child_count if parent else 0
         if created_before + count > MAX_CHILDREN_PER_PARENT:
             raise ToolError(
                 f"child quota: this agent has created {created_before} of {MAX_CHILDREN_PER_PARENT} direct children; "
@@ -129,7 +130,7 @@ async def run_recursive_agents(ctx: ToolContext, raw_briefs: list[Any], *, mode:
             await budget.reserve_agents(count)
         except BudgetExceededError as exc:
             raise ToolError(f"tree budget refused {count} new agent(s): {exc}; nothing was created") from None
-        await store.update_trace(ctx.trace_id, context={**parent.context, "child_count": created_before + count})
+        await store.update_trace(ctx.trace_id, lineage=parent.lineage.model_copy(update={"child_count": created_before + count}))
     ids = [new_sub_trace_id(ctx.trace_id, mode, created_before + i + 1) for i in range(count)]
     snapshot = child_tool_snapshot(ctx.allowed_tools, depth + 1, runner.tool_registry.names())
     for child_id in ids:
@@ -147,17 +148,16 @@ async def run_recursive_agents(ctx: ToolContext, raw_briefs: list[Any], *, mode:
     async def run_one(index: int) -> dict[str, Any]:
         child_id, brief = ids[index], briefs[index]
         async with semaphore:
-            lineage = {"parent_trace_id": ctx.trace_id, "root_trace_id": parent.context.get("root_trace_id"), "agent_depth": depth + 1}
+            lineage = {"parent_trace_id": ctx.trace_id, "root_trace_id": parent.root_id, "agent_depth": depth + 1}
             config = RunConfig(
                 model=ctx.run_config.model, temperature=ctx.run_config.temperature,
                 max_iterations=ctx.run_config.max_iterations, agent_type=mode, parent_trace_id=ctx.trace_id,
                 parent_goal_id=ctx.goal_id, new_trace_id=child_id, workspace=str(ctx.workspace),
             )
             refs = granted[index]
-            setup = ChildSetup(tool_snapshot=snapshot, context={
-                "created_by_tool": "agent", "task_protocol": {"brief": brief.model_dump()},
-                "context_access": {"refs": refs, "chars": sum(r["chars"] for r in refs.values())},
-            })
+            setup = ChildSetup(tool_snapshot=snapshot, created_by_tool="agent", protocol=ProtocolState(
+                brief=brief, context_access=ContextAccess(refs=refs, chars=sum(r.chars for r in refs.values())),
+            ))
             await store.append_event(ctx.trace_id, "sub_trace_started", {
                 "trace_id": child_id, "parent_goal_id": ctx.goal_id, "agent_type": mode, "task": brief.objective,
             })
@@ -186,9 +186,11 @@ async def continue_child(ctx: ToolContext, child_id: str, brief: TaskBrief | Non
     """Continue an existing child (a revision: no new quota), then validate its new report."""
     store, runner = ctx.store, ctx.runner
     child = await store.get_trace(child_id)
-    if child is None or child.parent_trace_id != ctx.trace_id or child.context.get("created_by_tool") != "agent":
+    if child is None or child.parent_trace_id != ctx.trace_id or child.lineage.created_by_tool != "agent":
         raise ToolError(f"{child_id!r} is not a child of this agent; continue_from takes one of your children's trace ids")
-    original = TaskBrief.model_validate(protocol_of(child)["brief"])
+    original = child.protocol.brief
+    if original is None:
+        raise ToolError(f"{child_id!r} has no task brief to revise; start a new child without continue_from")
     if brief is not None and not task_briefs_match(original, brief):
         raise ToolError(
             "continue_from revises the same task, but this brief has a different objective or completion criteria; "

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from cyber_agent.core.protocol_state import report_changes
 from cyber_agent.core.task_protocol import TaskReport
 from cyber_agent.core.validation import render_validation, run_validation
+from cyber_agent.errors import RunError
 from cyber_agent.trace.models import Message
 
 if TYPE_CHECKING:
@@ -41,10 +42,10 @@ class FinalTextDecision:
 async def on_final_text(runner: AgentRunner, prepared: PreparedRun, text: str) -> FinalTextDecision:
     """Decide what a model turn without tool calls means for this run."""
     trace = prepared.trace
-    if not prepared.policy.is_recursive or prepared.is_validator:
+    if not prepared.policy.is_recursive or prepared.is_validator or prepared.branch is not None:
+        # A side branch (reflection) is never an answer of the protocol: no report, no validator.
         return FinalTextDecision(finish=("completed", text, None))
-    protocol = trace.context.get("task_protocol") or {}
-    pending = protocol.get("pending_reviews") or []
+    pending = trace.protocol.pending_reviews
     if pending:
         note = await runner.append_user_message(
             prepared,
@@ -56,9 +57,12 @@ async def on_final_text(runner: AgentRunner, prepared: PreparedRun, text: str) -
         # report with the final status, and a run that dies before that gets a runner-written report.
         report = TaskReport(outcome="partial", summary=text.strip() or "(empty answer)", submitted_by="implicit")
         return FinalTextDecision(finish=("completed", text, None), protocol=report_changes(report))
-    anchor = trace.context["root_task_anchor"]
+    anchor = trace.root_setup.anchor if trace.root_setup is not None else None
+    if anchor is None:
+        raise RunError(f"recursive root {trace.trace_id!r} has no root task anchor; start a new task")
     result = await run_validation(
-        runner, target=trace, scope="root", criteria=list(anchor["completion_criteria"]), report=None, answer=text,
+        runner, target=trace, scope="root", criteria=list(anchor.completion_criteria), report=None,
+        answer=text,
     )
     if result.verdict == "pass":
         return FinalTextDecision(finish=("completed", text, None))

@@ -1,9 +1,10 @@
-"""Read and write the authoritative protocol state in `trace.context["task_protocol"]`.
+"""Read and write the authoritative protocol state, `Trace.protocol` (see `trace/state.py:ProtocolState`).
 
-Keys: `brief` (TaskBrief of a child), `report` (its TaskReport), `validations` (results on
+Fields: `brief` (TaskBrief of a child), `report` (its TaskReport), `validations` (results on
 it), `validator_count` (validators started on it), `children` / `pending_reviews` / `reviews`
 (of a parent), `review` (the parent's decision on a child), `validation` (a validator's
-submitted result), `ended_by` (the protocol tool that ended the run).
+submitted result), `ended_by` (the protocol tool that ended the run), `context_access`,
+`validator`.
 
 Every change of one protocol step goes to the store in one `update_trace` (a rewrite of the
 trace record), and a change that leaves the state as stored writes nothing.
@@ -13,41 +14,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from cyber_agent.core.task_protocol import TaskReport, TaskReview, ValidationResult
 from cyber_agent.errors import TraceNotFoundError
 from cyber_agent.trace.models import Trace
+from cyber_agent.trace.protocol_records import TaskReport, TaskReview, ValidationResult
 from cyber_agent.trace.protocols import TraceStore
+from cyber_agent.trace.state import EndedBy, ProtocolState
 
 __all__ = [
     "append_review",
     "append_validation",
-    "protocol_of",
     "report_changes",
-    "report_of",
     "store_report",
     "update_protocol",
     "with_protocol",
 ]
 
 
-def protocol_of(trace: Trace) -> dict[str, Any]:
-    """The protocol state of a trace (empty dict when none)."""
-    return dict(trace.context.get("task_protocol") or {})
-
-
-def report_of(trace: Trace) -> TaskReport | None:
-    """The child's report, if it submitted one."""
-    raw = protocol_of(trace).get("report")
-    return TaskReport.model_validate(raw) if raw else None
-
-
-def with_protocol(trace: Trace, changes: dict[str, Any]) -> dict[str, Any] | None:
-    """The trace's context with `changes` merged into its protocol state; None when nothing would change."""
-    protocol = protocol_of(trace)
-    if all(key in protocol and protocol[key] == value for key, value in changes.items()):
+def with_protocol(trace: Trace, changes: dict[str, Any]) -> ProtocolState | None:
+    """The trace's protocol state with `changes` (field → value) applied; None when nothing would change."""
+    protocol = trace.protocol
+    unknown = set(changes) - set(ProtocolState.model_fields)
+    if unknown:
+        raise ValueError(f"not protocol fields: {sorted(unknown)}; see cyber_agent/trace/state.py:ProtocolState")
+    if all(getattr(protocol, key) == value for key, value in changes.items()):
         return None
-    protocol.update(changes)
-    return {**trace.context, "task_protocol": protocol}
+    return ProtocolState.model_validate({**dict(protocol), **changes})
 
 
 async def _current(store: TraceStore, trace_id: str) -> Trace:
@@ -58,22 +49,22 @@ async def _current(store: TraceStore, trace_id: str) -> Trace:
 
 
 async def update_protocol(store: TraceStore, trace_id: str, **changes: Any) -> Trace:
-    """Merge `changes` into the trace's protocol state and persist it (no write when nothing changes)."""
+    """Apply `changes` to the trace's protocol state and persist it (no write when nothing changes)."""
     return await _write(store, await _current(store, trace_id), changes)
 
 
 async def _write(store: TraceStore, trace: Trace, changes: dict[str, Any]) -> Trace:
-    context = with_protocol(trace, changes)
-    if context is None:
+    protocol = with_protocol(trace, changes)
+    if protocol is None:
         return trace
-    return await store.update_trace(trace.trace_id, context=context)
+    return await store.update_trace(trace.trace_id, protocol=protocol)
 
 
 def report_changes(report: TaskReport, *, ends_run: bool = False) -> dict[str, Any]:
     """The protocol changes that store a child's report (and, from submit_report, end its run)."""
-    changes: dict[str, Any] = {"report": report.model_dump(mode="json")}
+    changes: dict[str, Any] = {"report": report}
     if ends_run:
-        changes["ended_by"] = {"tool": "submit_report", "summary": report.summary}
+        changes["ended_by"] = EndedBy(tool="submit_report", summary=report.summary)
     return changes
 
 
@@ -85,8 +76,7 @@ async def store_report(store: TraceStore, trace_id: str, report: TaskReport, *, 
 async def append_validation(store: TraceStore, trace_id: str, result: ValidationResult, **changes: Any) -> Trace:
     """Record a validation result on the validated trace, with any other `changes` of the same step, in one write."""
     trace = await _current(store, trace_id)
-    validations = [*protocol_of(trace).get("validations", []), result.model_dump(mode="json")]
-    return await _write(store, trace, {**changes, "validations": validations})
+    return await _write(store, trace, {**changes, "validations": [*trace.protocol.validations, result]})
 
 
 async def append_review(
@@ -97,7 +87,6 @@ async def append_review(
     `parent` is the parent trace as just read, when the caller has it (saves a read).
     """
     trace = parent if parent is not None and parent.trace_id == parent_id else await _current(store, parent_id)
-    protocol = protocol_of(trace)
-    pending = [c for c in protocol.get("pending_reviews", []) if still_pending or c != review.child_trace_id]
-    reviews = [*protocol.get("reviews", []), review.model_dump(mode="json")]
-    return await _write(store, trace, {"pending_reviews": pending, "reviews": reviews})
+    protocol = trace.protocol
+    pending = [c for c in protocol.pending_reviews if still_pending or c != review.child_trace_id]
+    return await _write(store, trace, {"pending_reviews": pending, "reviews": [*protocol.reviews, review]})

@@ -24,7 +24,7 @@ from cyber_agent.core.turn_tools import execute_calls, needs_approval, resume_ba
 from cyber_agent.core.hooks import PostTurnHook, ProgressEvent, StopHook
 from cyber_agent.core.protocol_flow import STATE_TOOLS, on_final_text
 from cyber_agent.core.protocol_state import with_protocol
-from cyber_agent.core.resource_budget import ResourceBudget, ResourceBudgetController
+from cyber_agent.core.resource_budget import ResourceBudgetController
 from cyber_agent.core.stop import StopRegistry
 from cyber_agent.core.tool_rights import runtime_tool_names, tighten_by_state
 from cyber_agent.core.trace_setup import ChildSetup, PreparedRun, effective_config, prepare_run
@@ -35,6 +35,7 @@ from cyber_agent.tools.registry import ToolRegistry
 from cyber_agent.trace.goal_models import FINAL_GOAL_STATUSES
 from cyber_agent.trace.models import Message, MessageContent, Trace
 from cyber_agent.trace.protocols import TraceStore
+from cyber_agent.trace.state import SideBranchRecord
 
 __all__ = ["AgentRunner", "RunResult", "default_registry"]
 
@@ -122,7 +123,7 @@ class AgentRunner:
             definition = self.archetypes.get(config.agent_type)
             if definition is not None:  # an archetype fills prompt, tools and limits the caller left open (H7)
                 config = definition.apply_to(config, self.tool_registry.names())
-        if child is not None and child.context.get("created_by_tool") == "validator":
+        if child is not None and child.is_validator:
             llm, model = self._validator_llm(config)
         else:
             llm, model = self._resolve_llm(config)
@@ -162,8 +163,8 @@ class AgentRunner:
         answer = trace.result_summary if trace.status == "completed" else None
         branch = config.side_branch if config is not None else None
         if branch is not None:
-            record = (trace.context.get("side_branches") or {}).get(branch) or {}
-            answer = record.get("answer") if record.get("status") == "completed" else None
+            record = trace.side_branches.get(branch)
+            answer = record.answer if record is not None and record.status == "completed" else None
         return RunResult(trace=trace, answer=answer, messages=new)
 
     def stop(self, trace_id: str, reason: str = "stop requested") -> list[str]:
@@ -189,7 +190,7 @@ class AgentRunner:
         trace_id = prepared.trace.trace_id
         if self.stops.is_stopped(trace_id):
             return self.stops.stop_reason(trace_id)
-        fence = self._fences.get(str(prepared.trace.context.get("root_trace_id", trace_id)))
+        fence = self._fences.get(prepared.trace.root_id)
         return f"interrupt: {fence}" if fence is not None else None
 
     def _progress(self, kind: str, prepared: PreparedRun, **data: Any) -> None:
@@ -209,15 +210,15 @@ class AgentRunner:
 
     async def budget_for(self, trace: Trace) -> ResourceBudgetController:
         """The budget controller of the tree `trace` belongs to (recursive trees only)."""
-        root_id = trace.context.get("root_trace_id", trace.trace_id)
+        root_id = trace.root_id
         controller = self._budgets.get(root_id)
         if controller is None:
             root = trace if root_id == trace.trace_id else await self.trace_store.get_trace(root_id)
-            snapshot = (root.context if root else {}).get("resource_budget")
-            if snapshot is None:
+            setup = root.root_setup if root is not None else None
+            if setup is None or setup.resource_budget is None:
                 raise RunError(f"recursive root {root_id!r} has no resource budget snapshot; start a new task")
             controller = ResourceBudgetController(
-                store=self.trace_store, root_trace_id=root_id, budget=ResourceBudget.model_validate(snapshot),
+                store=self.trace_store, root_trace_id=root_id, budget=setup.resource_budget,
                 lock=self.lock(f"budget:{root_id}"),
             )
             self._budgets[root_id] = controller
@@ -277,12 +278,13 @@ class AgentRunner:
         if trace is not None:
             prepared.trace = trace
             prepared.goal_id = trace.current_goal_id
-        prepared.allowed = tighten_by_state(prepared.static_allowed, prepared.trace)
+        prepared.allowed = tighten_by_state(prepared.static_allowed, prepared.trace, side_branch=prepared.branch)
         return self.tool_registry.schemas(sorted(prepared.allowed)) if prepared.allowed else None
 
     async def _call_model(self, prepared: PreparedRun, llm: LLMCall, model: str, schemas: Any, config: RunConfig) -> LLMResponse:
         if prepared.budget is not None:
-            root_validator = prepared.is_validator and prepared.trace.context.get("validation_scope") == "root"
+            assignment = prepared.trace.protocol.validator
+            root_validator = prepared.is_validator and assignment is not None and assignment.scope == "root"
             await prepared.budget.reserve_llm_call(root_validator=root_validator)
         if self.on_progress is not None:
             raw = await llm(prepared.history, model, schemas, config.temperature,
@@ -386,9 +388,9 @@ class AgentRunner:
                 yield await self._finish(prepared, "failed", error=str(exc))
                 return
             if refresh:
-                ended = prepared.trace.context.get("task_protocol", {}).get("ended_by")
+                ended = prepared.trace.protocol.ended_by
                 if ended is not None:
-                    yield await self._finish(prepared, "completed", answer=ended["summary"])
+                    yield await self._finish(prepared, "completed", answer=ended.summary)
                     return
         yield await self._finish(
             prepared, "stopped", error=f"max_iterations ({config.max_iterations}) reached without a final answer"
@@ -401,16 +403,16 @@ class AgentRunner:
         """End the run: root goal, then status and result (with `protocol` changes) in one trace write."""
         store = self.trace_store
         trace_id = prepared.trace.trace_id
-        current = await store.get_trace(trace_id) if protocol or prepared.branch is not None else None
-        context = with_protocol(current, protocol) if protocol and current is not None else None
         if prepared.branch is not None:
-            # A side branch never moves the head or changes the trace's status.
-            context = context or dict(current.context if current else {})
-            branches = dict(context.get("side_branches") or {})
-            branches[prepared.branch] = {"status": status, "answer": answer, "error": error, "head_sequence": prepared.head}
-            trace = await store.update_trace(trace_id, context={**context, "side_branches": branches})
+            # A side branch never moves the head, changes the trace's status or touches protocol state.
+            current = await store.get_trace(trace_id)
+            branches = dict(current.side_branches if current is not None else {})
+            branches[prepared.branch] = SideBranchRecord(status=status, answer=answer, error=error, head_sequence=prepared.head)
+            trace = await store.update_trace(trace_id, side_branches=branches)
             prepared.trace = trace
             return trace
+        current = await store.get_trace(trace_id) if protocol else None
+        new_protocol = with_protocol(current, protocol) if protocol and current is not None else None
         updates: dict[str, Any] = {"status": status, "head_sequence": prepared.head, "current_goal_id": prepared.goal_id}
         if answer is not None:
             updates["result_summary"] = answer
@@ -425,8 +427,8 @@ class AgentRunner:
             elif goal is not None and goal.status == "completed" and goal.summary != first_line:
                 # A revised run (review → revise) completes again: the goal shows the latest answer.
                 await store.update_goal(trace_id, goal.id, summary=first_line)
-        if context is not None:
-            updates["context"] = context
+        if new_protocol is not None:
+            updates["protocol"] = new_protocol
         trace = await store.update_trace(trace_id, **updates)
         if status == "completed":
             await store.append_event(trace_id, "trace_completed", {"trace_id": trace_id, "total_messages": trace.total_messages})

@@ -44,19 +44,20 @@ def runtime_tool_names(registered: Iterable[str], requested: Iterable[str] | Non
     registered_set = set(registered)
     names = registered_set if requested is None else set(requested) & registered_set
     # Only the runner writes a snapshot or a validator role, and only on sub-traces; on a root
-    # these keys can only have come from a custom RunConfig.context, so they grant nothing.
+    # they could only come from a hand-made record, so they grant nothing there.
     is_sub_trace = trace.parent_trace_id is not None
-    snapshot = trace.context.get("tool_snapshot") if is_sub_trace else None
+    snapshot = trace.lineage.tool_snapshot if is_sub_trace else None
     if snapshot is not None:
         names &= set(snapshot)
-    policy = AgentPolicy.from_context(trace.context)
-    depth = int(trace.context.get("agent_depth", 0))
+    policy = AgentPolicy.of(trace)
+    depth = trace.lineage.depth
     if policy.is_recursive and policy.revision >= REMOTE_FREE_REVISION:
         # Remote routing would bypass briefs, the tree budget and review (A4).
         names = {n for n in names if not n.startswith(REMOTE_PREFIX)}
-    if is_sub_trace and trace.context.get("created_by_tool") == "validator":
+    if trace.is_validator:
         names &= VALIDATOR_TOOLS
-        if not trace.context.get("web_evidence_enabled"):
+        assignment = trace.protocol.validator
+        if assignment is None or not assignment.web_evidence_enabled:
             names -= WEB_TOOLS
         return frozenset(names)
     if not policy.is_recursive:
@@ -93,9 +94,17 @@ def child_tool_snapshot(parent_static: frozenset[str], child_depth: int, registe
     return frozenset(names)
 
 
-def tighten_by_state(static: frozenset[str], trace: Trace) -> frozenset[str]:
-    """Narrow static rights by protocol state: pending reviews allow only review and reading."""
-    protocol = trace.context.get("task_protocol") or {}
-    if protocol.get("pending_reviews"):
+SIDE_BRANCH_FORBIDDEN = frozenset({"agent", "submit_report", "review_task", "submit_validation"})
+"""Tools that change protocol state: never run on a side branch (a reflection is not protocol work)."""
+
+
+def tighten_by_state(static: frozenset[str], trace: Trace, *, side_branch: str | None = None) -> frozenset[str]:
+    """Narrow static rights by protocol state: pending reviews allow only review and reading.
+
+    On a side branch, protocol tools are withheld: the branch never touches protocol state.
+    """
+    if side_branch is not None:
+        static = static - SIDE_BRANCH_FORBIDDEN
+    if trace.protocol.pending_reviews:
         return frozenset(static & (READ_ONLY_TOOLS | {"review_task"}))
     return frozenset(static - {"review_task"})

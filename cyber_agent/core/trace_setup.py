@@ -21,28 +21,37 @@ from cyber_agent.core.task_protocol import RootTaskAnchor
 from cyber_agent.errors import ConfigurationError, RunError, TraceNotFoundError
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Message, Trace
+from cyber_agent.trace.state import (
+    RUNNER_OWNED_CONTEXT,
+    ChildExecution,
+    CreatedByTool,
+    ProtocolState,
+    RootSetup,
+    RunConfigSnapshot,
+    ValidatorModels,
+    ValidatorSearch,
+)
 
 if TYPE_CHECKING:
     from cyber_agent.core.runner import AgentRunner
 
 __all__ = ["RUNNER_OWNED_CONTEXT", "ChildSetup", "PreparedRun", "effective_config", "prepare_run"]
 
-RUNNER_OWNED_CONTEXT = frozenset({
-    "agent_mode", "agent_mode_revision", "agent_depth", "root_trace_id", "created_by_tool", "validation_scope",
-    "validation_target", "validation_criteria", "web_evidence_enabled", "tool_snapshot", "task_protocol",
-    "child_count", "context_access", "resource_budget", "root_task_anchor", "root_task_anchor_hash",
-    "validator_models", "validator_search", "child_execution", "run_config_snapshot", "side_branches",
-})
-
-
 @dataclass(frozen=True, kw_only=True)
 class ChildSetup:
-    """Runner-owned context of a sub-trace (child or validator); written after any custom context."""
+    """Runner-owned state of a new sub-trace (child or validator)."""
 
     tool_snapshot: frozenset[str]
     """The frozen tool rights of the sub-trace (parent effective ∩ allowed for its role and depth)."""
-    context: dict[str, Any] = field(default_factory=dict)
-    """Protocol keys: created_by_tool, task_protocol, context_access, validation_scope, ..."""
+    created_by_tool: CreatedByTool = "agent"
+    """`agent` for sub-agents and recursive children, `validator` for validators."""
+    protocol: ProtocolState = field(default_factory=ProtocolState)
+    """Initial protocol state: a child's brief and context refs, a validator's assignment."""
+
+    @property
+    def is_validator(self) -> bool:
+        """True for validator runs."""
+        return self.created_by_tool == "validator"
 
 
 @dataclass(kw_only=True)
@@ -79,7 +88,7 @@ class PreparedRun:
     @property
     def is_validator(self) -> bool:
         """True for validator traces."""
-        return self.trace.parent_trace_id is not None and self.trace.context.get("created_by_tool") == "validator"
+        return self.trace.is_validator
 
 
 async def effective_config(store: Any, config: RunConfig) -> RunConfig:
@@ -89,17 +98,16 @@ async def effective_config(store: Any, config: RunConfig) -> RunConfig:
     trace = await store.get_trace(config.trace_id)
     if trace is None:
         raise TraceNotFoundError(config.trace_id)
-    snapshot = trace.context.get("run_config_snapshot")
+    snapshot = trace.run_config
     if snapshot is None:
-        if trace.context.get("agent_mode") == "recursive":
+        if trace.lineage.mode == "recursive":
             raise RunError(f"recursive trace {trace.trace_id!r} has no run-config snapshot; start a new task")
         # A historic legacy trace: infer safe defaults once and mark them.
         inferred = RunConfig(model=trace.model or "demo", agent_type=trace.agent_type or "main", name=trace.name,
                              uid=trace.uid, project_name=trace.project_name).behaviour_snapshot()
-        inferred["legacy_inferred"] = True
-        await store.update_trace(trace.trace_id, context={**trace.context, "run_config_snapshot": inferred})
-        snapshot = inferred
-    if config_hash(snapshot["config"]) != snapshot.get("hash"):
+        snapshot = inferred.model_copy(update={"legacy_inferred": True})
+        await store.update_trace(trace.trace_id, run_config=snapshot)
+    if config_hash(snapshot.config) != snapshot.hash:
         raise RunError(f"run-config snapshot of {trace.trace_id!r} does not match its hash; it was altered")
     return config.restored(snapshot)
 
@@ -123,11 +131,11 @@ async def prepare_run(
     return await _prepare_new(runner, messages, config, child)
 
 
-def _root_setup(config: RunConfig, messages: list[dict[str, Any]]) -> tuple[AgentPolicy, dict[str, Any]]:
+def _root_setup(config: RunConfig) -> tuple[AgentPolicy, RootSetup | None]:
     """Read the mode (and for recursive the anchor, budget and validator models) of a new root."""
     policy = policy_from_environment(override=config.agent_mode)
     if not policy.is_recursive:
-        return policy, {}
+        return policy, None
     validate_recursive_child_execution(config.child_execution_mode, config.max_parallel_children)
     if config.root_task_anchor is None:
         raise ConfigurationError(
@@ -141,31 +149,28 @@ def _root_setup(config: RunConfig, messages: list[dict[str, Any]]) -> tuple[Agen
     budget = ResourceBudget.from_environment()
     validator = os.environ.get("AGENT_VALIDATOR_MODEL") or config.model
     root_validator = os.environ.get("AGENT_ROOT_VALIDATOR_MODEL") or validator
-    return policy, {
-        "root_task_anchor": anchor.model_dump(),
-        "root_task_anchor_hash": anchor.content_hash(),
-        "resource_budget": budget.model_dump(),
-        "validator_models": {"criteria": validator, "root": root_validator},
-        "validator_search": _search_setting(),
-        "child_execution": {"mode": config.child_execution_mode, "max_parallel_children": config.max_parallel_children},
-        "task_protocol": {},
-    }
+    return policy, RootSetup(
+        anchor=anchor, anchor_hash=anchor.content_hash(), resource_budget=budget,
+        validator_models=ValidatorModels(criteria=validator, root=root_validator),
+        validator_search=_search_setting(),
+        child_execution=ChildExecution(mode=config.child_execution_mode, max_parallel_children=config.max_parallel_children),
+    )
 
 
-def _search_setting() -> dict[str, Any]:
+def _search_setting() -> ValidatorSearch:
     """Freeze the validators' web-search setting (A11): disabled unless serper and its key are set."""
     provider = os.environ.get("AGENT_VALIDATOR_SEARCH_PROVIDER", "").strip().lower() or None
     if provider not in (None, "serper"):
         raise ConfigurationError("AGENT_VALIDATOR_SEARCH_PROVIDER", f"must be 'serper' or unset, got {provider!r}")
     enabled = provider == "serper" and bool(os.environ.get("SERPER_API_KEY"))
-    return {"provider": provider if enabled else None, "enabled": enabled}
+    return ValidatorSearch(provider=provider if enabled else None, enabled=enabled)
 
 
-def _anchor_message(anchor: dict[str, Any]) -> str:
-    lines = ["# Root task", f"Objective: {anchor['objective']}", "Completion criteria:"]
-    lines += [f"{i}. {c}" for i, c in enumerate(anchor["completion_criteria"], start=1)]
-    if anchor.get("constraints"):
-        lines += ["Hard constraints:"] + [f"- {c}" for c in anchor["constraints"]]
+def _anchor_message(anchor: RootTaskAnchor) -> str:
+    lines = ["# Root task", f"Objective: {anchor.objective}", "Completion criteria:"]
+    lines += [f"{i}. {c}" for i, c in enumerate(anchor.completion_criteria, start=1)]
+    if anchor.constraints:
+        lines += ["Hard constraints:"] + [f"- {c}" for c in anchor.constraints]
     lines.append("Your final answer is checked by an independent root validator against these criteria.")
     return "\n".join(lines)
 
@@ -176,39 +181,38 @@ async def _prepare_new(
     store = runner.trace_store
     depth = 0
     root_id: str | None = None
+    root_setup: RootSetup | None = None
     if config.parent_trace_id is None:
-        policy, root_context = _root_setup(config, messages)
-        if policy.is_recursive:
-            anchor_text = _anchor_message(root_context["root_task_anchor"])
-            messages = [*messages, {"role": "user", "content": anchor_text}]
+        policy, root_setup = _root_setup(config)
+        if root_setup is not None:
+            messages = [*messages, {"role": "user", "content": _anchor_message(root_setup.anchor)}]
     else:
         parent = await store.get_trace(config.parent_trace_id)
         if parent is None:
             raise TraceNotFoundError(config.parent_trace_id)
-        root_id = parent.context.get("root_trace_id", parent.trace_id)
+        root_id = parent.root_id
         root = parent if root_id == parent.trace_id else await store.get_trace(root_id)
         # Children inherit the persisted root policy, never the current environment (A2).
-        policy = AgentPolicy.from_context((root or parent).context)
-        is_validator = child is not None and child.context.get("created_by_tool") == "validator"
-        depth = int(parent.context.get("agent_depth", 0)) + (0 if is_validator else 1)
-        root_context = {}
+        policy = AgentPolicy.of(root or parent)
+        depth = parent.lineage.depth + (0 if child is not None and child.is_validator else 1)
     task = _task_text(messages)
     if task is None:
         raise ConfigurationError("messages", "a new run needs at least one user message with the task")
-    # Runner-owned keys never come from a caller's context (A6, A9): they are written below.
+    # Runner state never comes from a caller's context (A6, A9): it lives in typed fields the
+    # caller cannot reach; old-style runner keys in a custom context are dropped.
     context = {k: v for k, v in config.context.items() if k not in RUNNER_OWNED_CONTEXT}
     trace = Trace.create(
         trace_id=config.new_trace_id, mode="agent", task=task, parent_trace_id=config.parent_trace_id,
         parent_goal_id=config.parent_goal_id, agent_type=config.agent_type, name=config.name, uid=config.uid,
         project_name=config.project_name, model=config.model, context=context,
+        root_setup=root_setup, run_config=config.behaviour_snapshot(),
+        protocol=child.protocol if child is not None else ProtocolState(),
     )
-    # Runner-owned keys are written last so a custom context cannot override them.
-    trace.context.update(root_context)
-    if child is not None:
-        trace.context.update(child.context)
-        trace.context["tool_snapshot"] = sorted(child.tool_snapshot)
-    trace.context.update(policy.context_fields(root_trace_id=root_id or trace.trace_id, depth=depth))
-    trace.context["run_config_snapshot"] = config.behaviour_snapshot()
+    trace.lineage = policy.lineage(
+        root_trace_id=root_id or trace.trace_id, depth=depth,
+        created_by_tool=child.created_by_tool if child is not None else None,
+        tool_snapshot=sorted(child.tool_snapshot) if child is not None else None,
+    )
     allowed = runner._get_runtime_tool_names(config, trace)
     # The root goal exists, in progress and in focus, from the first write on (fewer store calls per run).
     tree = GoalTree(mission=task, cascade_completion=policy.cascade_completion)
@@ -257,22 +261,20 @@ async def _prepare_existing(runner: AgentRunner, messages: list[dict[str, Any]],
     if batch is not None and batch.status in ("executing", "execution_unknown"):
         raise RunError(f"trace {trace.trace_id!r}: approval batch {batch.batch_id} is {batch.status}; its side effects "
                        "are unknown, so the trace fails closed and is not retried automatically")
-    if "agent_mode" not in trace.context:
-        # A historic trace without the field continues as legacy and gets it written (A2).
-        trace = await store.update_trace(trace.trace_id, context={**trace.context, "agent_mode": "legacy"})
-    policy = AgentPolicy.from_context(trace.context)
+    # A historic trace without a mode reads as legacy (Lineage's default) and is written with it
+    # on its next update (A2).
+    policy = AgentPolicy.of(trace)
     if policy.is_recursive and trace.parent_trace_id is None:
-        missing = [k for k in ("root_task_anchor", "root_task_anchor_hash", "resource_budget") if not trace.context.get(k)]
-        if missing:
+        setup = trace.root_setup
+        present = {"root_task_anchor": setup and setup.anchor, "root_task_anchor_hash": setup and setup.anchor_hash,
+                   "resource_budget": setup and setup.resource_budget}
+        missing = [name for name, value in present.items() if not value]
+        if setup is None or setup.anchor is None or missing:
             raise RunError(
                 f"recursive root {trace.trace_id!r} lacks {', '.join(missing)} (created before revision 2); "
                 "it cannot continue — start a new task with a root_task_anchor"
             )
-        try:
-            anchor = RootTaskAnchor.model_validate(trace.context["root_task_anchor"])
-        except ValidationError:
-            raise RunError(f"root task anchor of {trace.trace_id!r} is no longer valid; start a new task") from None
-        if anchor.content_hash() != trace.context["root_task_anchor_hash"]:
+        if setup.anchor.content_hash() != setup.anchor_hash:
             raise RunError(f"root task anchor of {trace.trace_id!r} does not match its hash; start a new task")
     head = trace.head_sequence
     if config.after_sequence is not None:
@@ -296,7 +298,7 @@ async def _prepare_existing(runner: AgentRunner, messages: list[dict[str, Any]],
     prepared = PreparedRun(
         trace=trace, history=[m.to_llm_message() for m in path], head=head, goal_id=trace.current_goal_id,
         root_goal_id=root_goal, allowed=runner._get_runtime_tool_names(config, trace),
-        depth=int(trace.context.get("agent_depth", 0)), policy=policy,
+        depth=trace.lineage.depth, policy=policy,
     )
     prepared.branch = config.side_branch
     if policy.is_recursive:

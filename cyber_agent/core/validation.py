@@ -1,7 +1,7 @@
 """Independent validators (SPEC A5, A11): each validation scope runs as its own trace.
 
-A validator trace (`agent_type="validator"`, `context.created_by_tool="validator"`,
-`context.validation_scope`) is a sub-trace of the trace it judges. It reads the persisted
+A validator trace (`agent_type="validator"`, `lineage.created_by_tool="validator"`,
+`protocol.validator` naming its scope, target and criteria) is a sub-trace of the trace it judges. It reads the persisted
 trajectory and artifacts through its tools — the report is a claim, not evidence — and submits
 a verdict per completion criterion. Validators count for calls, tokens, cost, time and
 validation work in the tree budget, but not as agents or children. A validator that crashes,
@@ -15,11 +15,12 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from cyber_agent.core.config import RunConfig
-from cyber_agent.core.protocol_state import append_validation, protocol_of
-from cyber_agent.core.task_protocol import CriterionVerdict, TaskReport, ValidationResult, aggregate_verdict
+from cyber_agent.core.protocol_state import append_validation
+from cyber_agent.core.task_protocol import CriterionVerdict, TaskReport, ValidationResult, ValidationScope, aggregate_verdict
 from cyber_agent.core.tool_rights import VALIDATOR_TOOLS
 from cyber_agent.core.trace_setup import ChildSetup
 from cyber_agent.trace.models import Trace
+from cyber_agent.trace.state import ProtocolState, ValidatorAssignment
 from cyber_agent.trace.trace_id import new_sub_trace_id
 
 if TYPE_CHECKING:
@@ -30,7 +31,7 @@ __all__ = ["render_validation", "run_validation"]
 VALIDATOR_MAX_ITERATIONS = 12
 
 
-def _validation_task(target: Trace, scope: str, criteria: list[str], report: TaskReport | None, answer: str | None,
+def _validation_task(target: Trace, scope: ValidationScope, criteria: list[str], report: TaskReport | None, answer: str | None,
                      web: bool = False) -> str:
     lines = [
         f"# Validation ({scope})",
@@ -53,7 +54,7 @@ def _validation_task(target: Trace, scope: str, criteria: list[str], report: Tas
     return "\n".join(lines)
 
 
-def _unknown(target: Trace, scope: str, criteria: list[str], summary: str, validator_id: str | None) -> ValidationResult:
+def _unknown(target: Trace, scope: ValidationScope, criteria: list[str], summary: str, validator_id: str | None) -> ValidationResult:
     return ValidationResult(
         scope=scope, target_trace_id=target.trace_id, validator_trace_id=validator_id, verdict="unknown",
         criteria=[CriterionVerdict(criterion=c, verdict="unknown", evidence=summary) for c in criteria], summary=summary,
@@ -61,12 +62,12 @@ def _unknown(target: Trace, scope: str, criteria: list[str], summary: str, valid
 
 
 async def run_validation(
-    runner: AgentRunner, *, target: Trace, scope: str, criteria: list[str],
+    runner: AgentRunner, *, target: Trace, scope: ValidationScope, criteria: list[str],
     report: TaskReport | None, answer: str | None,
 ) -> ValidationResult:
     """Run one validator trace on `target` and record its result on the target."""
     store = runner.trace_store
-    root_id = target.context.get("root_trace_id", target.trace_id)
+    root_id = target.root_id
     root = target if root_id == target.trace_id else await store.get_trace(root_id)
     # One validation of a target at a time in this process; its validator count is persisted with
     # the result (one write of the target, not two).
@@ -76,18 +77,22 @@ async def run_validation(
 
 
 async def _validate(
-    runner: AgentRunner, *, target: Trace, scope: str, criteria: list[str], report: TaskReport | None,
+    runner: AgentRunner, *, target: Trace, scope: ValidationScope, criteria: list[str], report: TaskReport | None,
     answer: str | None, root: Trace | None,
 ) -> ValidationResult:
     store = runner.trace_store
-    models: dict[str, Any] = (root.context if root else {}).get("validator_models", {})
-    snapshot_config = (target.context.get("run_config_snapshot") or {}).get("config", {})
-    model = models.get("root" if scope == "root" else "criteria") or snapshot_config.get("model", "demo")
+    setup = root.root_setup if root is not None else None
+    snapshot_config: dict[str, Any] = target.run_config.config if target.run_config is not None else {}
+    models = setup.validator_models if setup is not None else None
+    if models is not None:
+        model = models.root if scope == "root" else models.criteria
+    else:
+        model = str(snapshot_config.get("model", "demo"))
     # The caller's copy of the target may predate earlier validations (the root's running copy does):
     # count from the stored trace so every validator gets a new id. The count is persisted with the
     # result; a validator left behind by a crash before that still holds its id, so skip taken ids.
     stored = await store.get_trace(target.trace_id)
-    count = int(protocol_of(stored or target).get("validator_count", 0)) + 1
+    count = (stored or target).protocol.validator_count + 1
     validator_id = new_sub_trace_id(target.trace_id, "validator", count)
     while await store.get_trace(validator_id) is not None:
         count += 1
@@ -96,18 +101,18 @@ async def _validate(
         model=model, agent_type="validator", parent_trace_id=target.trace_id, new_trace_id=validator_id,
         max_iterations=VALIDATOR_MAX_ITERATIONS, workspace=snapshot_config.get("workspace"),
     )
-    search = (root.context if root else {}).get("validator_search") or {}
-    setup = ChildSetup(tool_snapshot=VALIDATOR_TOOLS, context={
-        "created_by_tool": "validator", "validation_scope": scope, "validation_target": target.trace_id,
-        "validation_criteria": criteria, "web_evidence_enabled": bool(search.get("enabled")),
-    })
+    web = setup.validator_search.enabled if setup is not None else False
+    child = ChildSetup(tool_snapshot=VALIDATOR_TOOLS, created_by_tool="validator", protocol=ProtocolState(
+        validator=ValidatorAssignment(scope=scope, target_trace_id=target.trace_id, criteria=criteria,
+                                      web_evidence_enabled=web),
+    ))
     try:
         run = await runner.run_result(
-            [{"role": "user", "content": _validation_task(target, scope, criteria, report, answer, bool(search.get("enabled")))}], config, child=setup,
+            [{"role": "user", "content": _validation_task(target, scope, criteria, report, answer, web)}], config, child=child,
         )
-        submitted = protocol_of(run.trace).get("validation")
-        if submitted:
-            result = ValidationResult.model_validate(submitted)
+        submitted = run.trace.protocol.validation
+        if submitted is not None:
+            result = submitted
         else:
             reason = run.trace.error_message or "the validator ended without submitting a verdict"
             result = _unknown(target, scope, criteria, f"no verdict ({run.trace.status}): {reason}", validator_id)

@@ -1,7 +1,7 @@
 """Budgets and usage of a task tree as pandas frames and charts (SPEC J3, A10).
 
 `budget_frame` has one row per A10 resource: used, limit, remaining, percent and the refusal a
-recursive tree recorded. Recursive roots carry their limits in `context["resource_budget"]`
+recursive tree recorded. Recursive roots carry their limits in `Trace.root_setup.resource_budget`
 and their live usage in `resource_usage.json`; legacy trees have no limits (limit NaN) and
 their usage is computed from the traces themselves. `usage_by_agent` and `usage_over_time`
 break usage down per trace and over time. Charts return `matplotlib.figure.Figure`s.
@@ -31,7 +31,7 @@ __all__ = [
     "usage_over_time",
 ]
 
-# resource -> (limit key in context["resource_budget"], unit)
+# resource -> (limit key in `Trace.root_setup.resource_budget`, unit)
 RESOURCES: dict[str, tuple[str, str]] = {
     "agents": ("max_total_agents", "agents"),
     "llm_calls": ("max_llm_calls", "calls"),
@@ -86,14 +86,14 @@ def budget_frame(
 ) -> pd.DataFrame:
     """One row per A10 resource of the tree: used, limit, remaining, percent, unit, refusal.
 
-    `limits` (keys of `context["resource_budget"]`, e.g. `ResourceBudget().model_dump()`) replaces
+    `limits` (keys of `Trace.root_setup.resource_budget`, e.g. `ResourceBudget().model_dump()`) replaces
     the tree's own limits: "what would this legacy run use of a recursive budget?".
     """
     frames = _tree(source, root_trace_id)
     now = now or datetime.now(timezone.utc)
     root = frames.traces.iloc[0]
-    context = root["context"] or {}
-    budget = context.get("resource_budget") if isinstance(context.get("resource_budget"), dict) else None
+    setup = root["root_setup"] if isinstance(root["root_setup"], dict) else {}
+    budget = setup.get("resource_budget") if isinstance(setup.get("resource_budget"), dict) else None
     if limits is not None:
         budget = {**(budget or {}), **dict(limits)}
     record = root["resource_usage"] if isinstance(root["resource_usage"], dict) else None
@@ -117,7 +117,7 @@ def budget_frame(
         "unit": "string", "refusal": "string",
     }).set_index("resource")
     frame.attrs.update({
-        "root_trace_id": root_trace_id, "mode": context.get("agent_mode") or "legacy", "usage_source": source_name,
+        "root_trace_id": root_trace_id, "mode": root["agent_mode"] or "legacy", "usage_source": source_name,
         "enforced": bool(budget.get("enabled", True)) and limits is None if budget else False,
         "limits_source": "given" if limits is not None else "tree" if budget else None,
         "reserved_final_calls": budget.get("reserved_final_calls") if budget else None,

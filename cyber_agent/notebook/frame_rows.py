@@ -33,8 +33,8 @@ def _columns(names: Sequence[str]) -> Columns:
 
 def trace_role(meta: dict[str, Any]) -> str:
     """`validator` for validator traces, else the agent type (main, explore, delegate, ...)."""
-    context = meta.get("context") or {}
-    if context.get("created_by_tool") == "validator":
+    lineage = meta.get("lineage") or {}
+    if lineage.get("created_by_tool") == "validator":
         return "validator"
     return str(meta.get("agent_type") or "agent")
 
@@ -66,14 +66,14 @@ class TreeIndex:
         self.meta: dict[str, dict[str, Any]] = {}
         for position, record in enumerate(records):
             meta, trace_id = record.trace, record.trace_id
-            context = record.context
+            lineage = record.lineage
             parent = meta.get("parent_trace_id")
             self.meta[trace_id] = meta
             self.position[trace_id] = position
             computed_depth = self.depth[parent] + 1 if parent in self.depth else 0
-            depth = context.get("agent_depth")
+            depth = lineage.get("depth")
             self.depth[trace_id] = depth if isinstance(depth, int) else computed_depth
-            root = context.get("root_trace_id")
+            root = lineage.get("root_trace_id")
             self.root[trace_id] = root if isinstance(root, str) else self.root.get(parent, trace_id)
 
 
@@ -81,7 +81,8 @@ def trace_rows(records: Sequence[TraceRecord], index: TreeIndex, names: Sequence
     """One row per trace."""
     cols = _columns(names)
     for record in records:
-        meta, context, trace_id = record.trace, record.context, record.trace_id
+        meta, lineage, trace_id = record.trace, record.lineage, record.trace_id
+        validator = record.protocol.get("validator") or {}
         end = meta.get("completed_at") or meta.get("updated_at")
         values = {
             "trace_id": trace_id,
@@ -93,10 +94,10 @@ def trace_rows(records: Sequence[TraceRecord], index: TreeIndex, names: Sequence
             "label": trace_label(meta),
             "role": trace_role(meta),
             "agent_type": meta.get("agent_type"),
-            "agent_mode": context.get("agent_mode"),
-            "created_by_tool": context.get("created_by_tool"),
-            "is_validator": context.get("created_by_tool") == "validator",
-            "validation_scope": context.get("validation_scope"),
+            "agent_mode": lineage.get("mode", "legacy"),
+            "created_by_tool": lineage.get("created_by_tool"),
+            "is_validator": lineage.get("created_by_tool") == "validator",
+            "validation_scope": validator.get("scope"),
             "mode": meta.get("mode"),
             "status": meta.get("status"),
             "task": meta.get("task"),
@@ -116,7 +117,9 @@ def trace_rows(records: Sequence[TraceRecord], index: TreeIndex, names: Sequence
             "updated_at": meta.get("updated_at"),
             "completed_at": meta.get("completed_at"),
             "duration_seconds": _seconds(meta.get("created_at"), end),
-            "context": context,
+            "context": record.context,
+            "protocol": record.protocol,
+            "root_setup": record.root_setup,
             "resource_usage": record.resource_usage,
         }
         for name in names:
@@ -380,8 +383,7 @@ def usage_rows(records: Sequence[TraceRecord], index: TreeIndex, names: Sequence
 
 
 def _protocol(record: TraceRecord) -> dict[str, Any]:
-    protocol = record.context.get("task_protocol")
-    return protocol if isinstance(protocol, dict) else {}
+    return record.protocol
 
 
 def report_rows(records: Sequence[TraceRecord], index: TreeIndex, names: Sequence[str]) -> Columns:

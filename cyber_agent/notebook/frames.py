@@ -44,7 +44,7 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "total_prompt_tokens": I, "total_completion_tokens": I, "total_cached_tokens": I, "total_tokens": I,
         "total_cost": F, "head_sequence": I, "current_goal_id": S, "result_summary": S, "error_message": S,
         "created_at": TS, "updated_at": TS, "completed_at": TS, "duration_seconds": F, "context": O,
-        "resource_usage": O,
+        "protocol": O, "root_setup": O, "resource_usage": O,
     },
     "messages": {
         "trace_id": S, "message_id": S, "sequence": I, "role": S, "goal_id": S, "parent_sequence": NI, "branch": S,

@@ -99,11 +99,11 @@ class ProgressTracker:
             self.root_trace_id = trace.trace_id
         agent = self.agents.get(trace.trace_id)
         if agent is None:
-            label = "validator" if trace.context.get("created_by_tool") == "validator" else (trace.agent_type or "agent")
+            label = "validator" if trace.is_validator else (trace.agent_type or "agent")
             if "@" in trace.trace_id:
                 suffix = trace.trace_id.rsplit("@", 1)[1].split("-")
                 label = f"{suffix[0]} {int(suffix[-1])}" if suffix[-1].isdigit() else label
-            depth = trace.context.get("agent_depth")
+            depth = trace.lineage.depth
             agent = self.agents[trace.trace_id] = _Agent(
                 trace_id=trace.trace_id, label=label, depth=depth if isinstance(depth, int) else trace.trace_id.count("@"),
             )

@@ -23,6 +23,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from cyber_agent.trace.state import RUNNER_OWNED_CONTEXT, migrate_context
 from cyber_agent.errors import ConfigurationError, CorruptRecordError, TraceNotFoundError
 from cyber_agent.trace.protocols import TraceStore
 from cyber_agent.trace.store import FileSystemTraceStore
@@ -62,10 +63,35 @@ class TraceRecord:
         # and a full dataclass repr of 100k messages costs seconds.
         return f"TraceRecord(trace_id={self.trace_id!r}, messages={len(self.messages)}, events={len(self.events)})"
 
+    def __post_init__(self) -> None:
+        # A record written before the runner's state was typed keeps it in `context`: lift it into
+        # the typed fields' JSON shape (see `cyber_agent/trace/state.py:migrate_context`).
+        context = self.trace.get("context")
+        if isinstance(context, dict) and not RUNNER_OWNED_CONTEXT.isdisjoint(context):
+            object.__setattr__(self, "trace", migrate_context(self.trace))
+
     @property
     def context(self) -> dict[str, Any]:
-        """The trace's context dict ({} when absent)."""
+        """The trace's own (user) context dict ({} when absent)."""
         return self.trace.get("context") or {}
+
+    @property
+    def lineage(self) -> dict[str, Any]:
+        """The trace's lineage (`Trace.lineage` as JSON; {} when absent)."""
+        value = self.trace.get("lineage")
+        return value if isinstance(value, dict) else {}
+
+    @property
+    def protocol(self) -> dict[str, Any]:
+        """The trace's protocol state (`Trace.protocol` as JSON; {} when absent)."""
+        value = self.trace.get("protocol")
+        return value if isinstance(value, dict) else {}
+
+    @property
+    def root_setup(self) -> dict[str, Any] | None:
+        """A recursive root's setup (`Trace.root_setup` as JSON), else None."""
+        value = self.trace.get("root_setup")
+        return value if isinstance(value, dict) else None
 
 
 def open_source(source: StoreSource) -> TraceStore:

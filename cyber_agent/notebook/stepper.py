@@ -1,6 +1,6 @@
 """Step through the recursive protocol of a tree: brief → report → validation → review (SPEC J4).
 
-Skeleton for the recursive half. Items are read from `trace.context["task_protocol"]` through
+Skeleton for the recursive half. Items are read from the `protocol` column (`Trace.protocol`) through
 the `reports` and `validations` frames; a legacy tree has none and the stepper says so. The
 state lives in one IntSlider (the single source of truth; the buttons only move it), and the
 body is rendered by assigning `HTML.value` — never `with out:`, which only a frontend can
@@ -120,7 +120,7 @@ def protocol_items(frames: TraceFrames) -> list[StepItem]:
             children.setdefault(trace.parent_trace_id, []).append(trace)
         else:
             roots.append(trace)
-        protocol = trace.context.get("task_protocol") if isinstance(trace.context, dict) else None
+        protocol = trace.protocol if isinstance(trace.protocol, dict) else None
         for review in (protocol or {}).get("reviews") or []:
             if isinstance(review, dict) and isinstance(review.get("child_trace_id"), str):
                 reviews.setdefault(review["child_trace_id"], []).append(review)
@@ -129,7 +129,7 @@ def protocol_items(frames: TraceFrames) -> list[StepItem]:
     def opening(trace: Any) -> list[StepItem]:
         who, row = trace.label, reports.get(trace.trace_id)
         brief = row.brief if row is not None and isinstance(row.brief, dict) else {}
-        anchor = trace.context.get("root_task_anchor") if isinstance(trace.context, dict) else None
+        anchor = trace.root_setup.get("anchor") if isinstance(trace.root_setup, dict) else None
         if brief:
             lines = [f"criterion: {c}" for c in _items(brief.get("completion_criteria"))]
             lines += [f"expected output: {o}" for o in _items(brief.get("expected_outputs"))]
@@ -152,7 +152,7 @@ def protocol_items(frames: TraceFrames) -> list[StepItem]:
                      "open_issues": row.open_issues} if isinstance(row.outcome, str) else None
             submitted = _report_rounds(frames, trace.trace_id, final)
         else:
-            anchored = isinstance(trace.context, dict) and isinstance(trace.context.get("root_task_anchor"), dict)
+            anchored = isinstance(trace.root_setup, dict) and isinstance(trace.root_setup.get("anchor"), dict)
             submitted = _candidate_answers(frames, trace) if is_root and (anchored or by_round) else []
         decisions = reviews.get(trace.trace_id, [])
         if not decisions and row is not None and isinstance(row.review_decision, str):

@@ -61,7 +61,7 @@ class ReadOnlyTraceStore(RichDisplay):
     def _roots(self) -> list[tuple[str, str, int]]:
         counts: dict[str, int] = {}
         for trace in self._traces.values():
-            root = trace.context.get("root_trace_id") or trace.trace_id
+            root = trace.root_id
             counts[root] = counts.get(root, 0) + 1
         return [(t.trace_id, t.task or "", counts.get(t.trace_id, 1)) for t in self._traces.values() if t.parent_trace_id is None]
 
@@ -117,7 +117,7 @@ class ReadOnlyTraceStore(RichDisplay):
             if (mode is None or t.mode == mode) and (status is None or t.status == status)
             and (agent_type is None or t.agent_type == agent_type)
             and (parent_trace_id is None or t.parent_trace_id == parent_trace_id)
-            and (created_by_tool is None or t.context.get("created_by_tool") == created_by_tool)
+            and (created_by_tool is None or t.lineage.created_by_tool == created_by_tool)
             and (uid is None or t.uid == uid)
         ]
         out.sort(key=lambda t: (t.created_at, t.trace_id), reverse=True)

@@ -43,7 +43,7 @@ class SubTrace(Trace):
     @classmethod
     def of(cls, trace: Trace) -> SubTrace:
         """Wrap a trace as a sub-trace entry."""
-        return cls(**trace.model_dump(), created_by_tool=trace.context.get("created_by_tool"))
+        return cls(**trace.model_dump(), created_by_tool=trace.lineage.created_by_tool)
 
 
 class TraceDetail(BaseModel):

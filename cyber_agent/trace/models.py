@@ -7,12 +7,21 @@ trace's `head_sequence` back to the first message.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cyber_agent.llm.types import ToolCall
+from cyber_agent.trace.clock import utc_now
+from cyber_agent.trace.state import (
+    Lineage,
+    ProtocolState,
+    RootSetup,
+    RunConfigSnapshot,
+    SideBranchRecord,
+    migrate_context,
+)
 from cyber_agent.trace.trace_id import (
     message_id_for,
     new_root_trace_id,
@@ -34,11 +43,6 @@ TraceStatus = Literal["running", "completed", "failed", "stopped", "waiting_conf
 MessageRole = Literal["system", "user", "assistant", "tool"]
 
 _DESCRIPTION_LIMIT = 200
-
-
-def utc_now() -> datetime:
-    """Return the current time, timezone-aware in UTC."""
-    return datetime.now(UTC)
 
 
 class Trace(BaseModel):
@@ -89,13 +93,29 @@ class Trace(BaseModel):
     error_message: str | None = None
     """Why the run failed or stopped."""
     context: dict[str, Any] = Field(default_factory=dict)
-    """Extensible context: mode policy, lineage, protocol state, budget snapshot, run config."""
+    """The user's own keys (e.g. `RunConfig.context`); runner state lives in the typed fields below."""
+    lineage: Lineage = Field(default_factory=Lineage)
+    """Mode, depth, root, creating tool, tool snapshot and child count (A2, A6)."""
+    protocol: ProtocolState = Field(default_factory=ProtocolState)
+    """Recursive protocol state: brief, report, validations, reviews, refs, validator assignment (A5)."""
+    root_setup: RootSetup | None = None
+    """Recursive roots: anchor and hash, budget limits, validator models and search, child execution."""
+    run_config: RunConfigSnapshot | None = None
+    """Behaviour snapshot of the run config with its hash (T7)."""
+    side_branches: dict[str, SideBranchRecord] = Field(default_factory=dict)
+    """The last run on each side branch (e.g. `reflection`)."""
     created_at: datetime = Field(default_factory=utc_now)
     """Creation time (UTC)."""
     updated_at: datetime = Field(default_factory=utc_now)
     """Last update time (UTC)."""
     completed_at: datetime | None = None
     """When the run reached a final status."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _typed_state(cls, data: Any) -> Any:
+        # Records written before the state was typed kept it in `context` (see trace/state.py).
+        return migrate_context(data) if isinstance(data, dict) else data
 
     @classmethod
     def create(cls, *, mode: TraceMode = "agent", task: str | None = None, **fields: Any) -> Trace:
@@ -107,6 +127,16 @@ class Trace(BaseModel):
     def is_root(self) -> bool:
         """True when the trace has no parent."""
         return self.parent_trace_id is None
+
+    @property
+    def root_id(self) -> str:
+        """The tree's root trace id (the trace itself for a root)."""
+        return self.lineage.root_trace_id or self.trace_id
+
+    @property
+    def is_validator(self) -> bool:
+        """True for validator sub-traces (only the runner creates them)."""
+        return self.parent_trace_id is not None and self.lineage.created_by_tool == "validator"
 
 
 class MessageContent(BaseModel):

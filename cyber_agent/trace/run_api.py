@@ -152,12 +152,13 @@ async def reflect(state: State, trace_id: TraceId, body: ReflectRequest | None =
 
     async def extract() -> None:
         trace = await _require(state, trace_id)
-        record = (trace.context.get("side_branches") or {}).get("reflection") or {}
-        lessons = extract_lessons(record.get("answer")) if record.get("status") == "completed" else []
+        record = trace.side_branches.get("reflection")
+        status = record.status if record is not None else None
+        lessons = extract_lessons(record.answer) if record is not None and status == "completed" else []
         entries = state.cognition.add(trace_id=trace_id, reflection_id=reflection_id, lessons=lessons, focus=focus)
         await state.store.append_event(trace_id, "progress", {
             "stage": "reflection_extracted", "reflection_id": reflection_id,
-            "reflection_status": record.get("status"), "extraction_ids": [e.extraction_id for e in entries],
+            "reflection_status": status, "extraction_ids": [e.extraction_id for e in entries],
         })
 
     await state.runs.launch(trace_id, lambda: state.runner.run(prompt, config), on_done=extract, owns_status=False)

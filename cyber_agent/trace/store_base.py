@@ -288,7 +288,7 @@ class BaseTraceStore(ABC):
             if ((mode is not None and trace.mode != mode) or (status is not None and trace.status != status)
                     or (agent_type is not None and trace.agent_type != agent_type)
                     or (parent_trace_id is not None and trace.parent_trace_id != parent_trace_id)
-                    or (created_by_tool is not None and trace.context.get("created_by_tool") != created_by_tool)
+                    or (created_by_tool is not None and trace.lineage.created_by_tool != created_by_tool)
                     or (uid is not None and trace.uid != uid)):
                 continue
             matched.append(trace)

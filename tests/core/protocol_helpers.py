@@ -215,7 +215,7 @@ class ProtocolBrain:
                 return call("read_trajectory")
             return call("submit_validation", verdicts=self.verdicts(turn), summary="judged on the trajectory")
         if turn.role == "parent":
-            pending = (await turn.trace()).context["task_protocol"]["pending_reviews"]
+            pending = (await turn.trace()).protocol.pending_reviews
             return call("review_task", child_trace_id=pending[0], decision="accept", feedback="looks right")
         if turn.depth < self.levels and "agent" in turn.names and not calls_of(turn.messages, "agent"):
             return call("agent", task_brief=self.brief_for(turn.depth + 1))
@@ -258,8 +258,8 @@ async def chain(store: TraceStore, root_id: str) -> list[Trace]:
 
 
 def protocol(trace: Trace) -> dict[str, Any]:
-    """The task-protocol state of a trace."""
-    return dict(trace.context.get("task_protocol") or {})
+    """The typed protocol state of a trace (`Trace.protocol`) in its JSON form."""
+    return trace.protocol.model_dump(mode="json")
 
 
 async def run_root(runner: AgentRunner, config: RunConfig | None = None, task: str = ROOT_TASK):

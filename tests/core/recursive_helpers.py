@@ -255,7 +255,7 @@ async def all_traces(store: TraceStore) -> list[Trace]:
 async def trace_by_objective(store: TraceStore, objective: str) -> Trace:
     """The (child) trace whose brief has this objective, or the root for ROOT."""
     for trace in await all_traces(store):
-        if trace.context.get("created_by_tool") == "validator":
+        if trace.is_validator:
             continue
         if trace.parent_trace_id is None:
             if objective == ROOT:

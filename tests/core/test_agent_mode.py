@@ -27,7 +27,9 @@ FROZEN = ("agent_mode", "agent_mode_revision", "agent_depth", "root_trace_id")
 
 
 def frozen(trace: Trace) -> dict[str, object]:
-    return {key: trace.context.get(key) for key in FROZEN}
+    lineage = trace.lineage
+    return {"agent_mode": lineage.mode, "agent_mode_revision": lineage.revision, "agent_depth": lineage.depth,
+            "root_trace_id": lineage.root_trace_id}
 
 
 # ---- A1: choosing the mode of a new root -----------------------------------------------------
@@ -82,8 +84,8 @@ async def test_a_recursive_root_from_the_environment_freezes_its_policy_anchor_a
     assert result.status == "completed"
     assert frozen(root) == {"agent_mode": "recursive", "agent_mode_revision": 2, "agent_depth": 0,
                             "root_trace_id": root.trace_id}
-    assert root.context["root_task_anchor"]["objective"] == ROOT
-    assert len(root.context["root_task_anchor_hash"]) == 64 and root.context["resource_budget"]["max_llm_calls"] == 150
+    assert root.root_setup is not None and root.root_setup.anchor.objective == ROOT
+    assert len(root.root_setup.anchor_hash) == 64 and root.root_setup.resource_budget.max_llm_calls == 150
     child = await trace_by_objective(store, "child task")
     assert frozen(child) == {"agent_mode": "recursive", "agent_mode_revision": 2, "agent_depth": 1,
                              "root_trace_id": root.trace_id}
@@ -103,7 +105,7 @@ async def test_children_inherit_the_persisted_policy_even_when_the_environment_c
     result = await runner.run_result(TASK, recursive_config(agent_mode=None))
     assert result.status == "completed"
     child = await trace_by_objective(store, "child task")
-    assert child.context["agent_mode"] == "recursive" and child.context["agent_depth"] == 1
+    assert child.lineage.mode == "recursive" and child.lineage.depth == 1
     # The child ran under the recursive protocol: it was offered submit_report and was validated.
     assert "submit_report" in model.offered["child task"][0]
     assert model.calls[VALIDATOR] == 2
@@ -119,7 +121,7 @@ async def test_continuing_or_rewinding_a_legacy_trace_never_makes_it_recursive(m
         rewound = await runner.run_result([{"role": "user", "content": "other"}],
                                           RunConfig(trace_id=first.trace.trace_id, after_sequence=2))
     assert again.status == rewound.status == "completed"
-    assert (await store.get_trace(first.trace.trace_id)).context["agent_mode"] == "legacy"
+    assert (await store.get_trace(first.trace.trace_id)).lineage.mode == "legacy"
     # No root validator ran: the scripted model held exactly one reply per run.
     assert all("submit_report" not in r.tool_names and "review_task" not in r.tool_names for r in model.requests)
 
@@ -133,7 +135,7 @@ async def test_continuing_a_recursive_root_keeps_it_recursive_whatever_the_envir
     again = await runner.run_result([{"role": "user", "content": "refine it"}],
                                     RunConfig(trace_id=first.trace.trace_id, agent_mode="legacy"))
     assert again.status == "completed"
-    assert (await store.get_trace(first.trace.trace_id)).context["agent_mode"] == "recursive"
+    assert (await store.get_trace(first.trace.trace_id)).lineage.mode == "recursive"
     assert model.calls[VALIDATOR] == 2  # the continued answer went through the root validator again
 
 
@@ -147,9 +149,9 @@ async def test_a_historic_trace_without_agent_mode_continues_as_legacy_and_gets_
         result = await runner.run_result([{"role": "user", "content": "go on"}], RunConfig(trace_id=old.trace_id))
     assert result.status == "completed" and result.answer == "continued"
     persisted = await store.get_trace(old.trace_id)
-    assert persisted.context["agent_mode"] == "legacy" and persisted.context["note"] == "created before modes existed"
+    assert persisted.lineage.mode == "legacy" and persisted.context["note"] == "created before modes existed"
     assert "submit_report" not in model.requests[0].tool_names
-    assert AgentPolicy.from_context({}).mode == "legacy"
+    assert AgentPolicy.of(Trace.create(task="t")).mode == "legacy"
 
 
 # ---- A12 / T6: goal behaviour per mode -------------------------------------------------------

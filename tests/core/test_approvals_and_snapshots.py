@@ -129,14 +129,12 @@ async def test_a_tampered_snapshot_is_refused_and_a_legacy_trace_without_one_is_
         runner = AgentRunner(trace_store=store, llm_call=model, tool_registry=make_registry([]))
         first = await runner.run_result(TASK, RunConfig())
         trace_id = first.trace.trace_id
-        context = dict(first.trace.context)
-        context.pop("run_config_snapshot")
-        await store.update_trace(trace_id, context=context)
+        await store.update_trace(trace_id, run_config=None)
         await runner.run_result([{"role": "user", "content": "again"}], RunConfig(trace_id=trace_id))
-    snapshot = (await store.get_trace(trace_id)).context["run_config_snapshot"]
-    assert snapshot["legacy_inferred"] is True
-    snapshot["config"]["temperature"] = 1.0
-    await store.update_trace(trace_id, context={**(await store.get_trace(trace_id)).context, "run_config_snapshot": snapshot})
+    snapshot = (await store.get_trace(trace_id)).run_config
+    assert snapshot is not None and snapshot.legacy_inferred is True
+    snapshot.config["temperature"] = 1.0
+    await store.update_trace(trace_id, run_config=snapshot)
     with pytest.raises(RunError, match="hash"):
         await AgentRunner(trace_store=store, llm_call=ScriptedModel([])).run_result([], RunConfig(trace_id=trace_id))
 
@@ -153,6 +151,6 @@ async def test_a_side_branch_never_moves_the_head_or_the_status():
     assert trace.head_sequence == first.trace.head_sequence and trace.status == "completed"
     assert trace.result_summary == "main answer"
     assert all(m.branch == "reflection" for m in side.messages)
-    branch_head = trace.context["side_branches"]["reflection"]["head_sequence"]
+    branch_head = trace.side_branches["reflection"].head_sequence
     path = await store.get_main_path_messages(trace.trace_id, branch_head)
     assert [m.text for m in path][-2:] == ["reflect", "a lesson"]

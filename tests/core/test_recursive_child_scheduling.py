@@ -47,7 +47,7 @@ async def test_recursive_batches_run_sequentially_by_default():
     assert model.max_in_flight == 1
     assert model.finished == ["a", "b", "c"]
     root = await store.get_trace(result.trace.trace_id)
-    assert root.context["child_execution"] == {"mode": "sequential", "max_parallel_children": 2}
+    assert root.root_setup.child_execution.model_dump() == {"mode": "sequential", "max_parallel_children": 2}
 
 
 async def test_parallel_batches_overlap_but_never_more_than_two():

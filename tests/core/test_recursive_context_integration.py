@@ -77,9 +77,9 @@ async def test_five_levels_complete_with_reviews_and_validations_at_every_level(
     brain, result, _ = await _five_level_run(tmp_path)
     assert result.status == "completed"
     traces = await chain(brain.store, ROOT_ID)
-    assert [t.context["agent_depth"] for t in traces] == [0, 1, 2, 3, 4, 5]
+    assert [t.lineage.depth for t in traces] == [0, 1, 2, 3, 4, 5]
     for parent, child in zip(traces, traces[1:]):
-        assert child.parent_trace_id == parent.trace_id and child.context["root_trace_id"] == ROOT_ID
+        assert child.parent_trace_id == parent.trace_id and child.lineage.root_trace_id == ROOT_ID
         assert child.status == "completed"
         assert [(r["child_trace_id"], r["decision"]) for r in protocol(parent)["reviews"]] == [(child.trace_id, "accept")]
         assert protocol(parent)["pending_reviews"] == []
@@ -106,7 +106,7 @@ async def test_each_level_starts_from_its_own_brief_anchor_and_refs_only(tmp_pat
         assert "ROOT-PRIVATE" not in repr(messages) and SECRET not in repr(messages)
         for constraint in ("- stay offline", "- never modify workspace files"):
             assert constraint in task
-        refs = traces[depth].context["context_access"]["refs"]
+        refs = traces[depth].protocol.context_access.refs
         assert sorted(refs) == ([] if depth == 1 else ["ref-1-1"])
         if depth > 1:
             assert "ref-1-1: the launch code (message" in task
@@ -126,7 +126,7 @@ async def test_tool_rights_shrink_with_depth_and_forged_calls_are_refused(tmp_pa
     assert seen["d5"][0].startswith("tool 'agent' is not available to this agent")
     traces = await chain(brain.store, ROOT_ID)
     assert len(traces) == 6
-    assert "agent" not in traces[5].context["tool_snapshot"]
+    assert "agent" not in traces[5].lineage.tool_snapshot
 
 
 async def test_a_ref_granted_at_depth_one_reaches_depth_five_edge_by_edge(tmp_path):
@@ -134,7 +134,7 @@ async def test_a_ref_granted_at_depth_one_reaches_depth_five_edge_by_edge(tmp_pa
     traces = await chain(brain.store, ROOT_ID)
     read = seen["d5"][1]
     assert read.startswith("[ref-1-1] the launch code (message from ") and SECRET in read
-    snapshots = [traces[d].context["context_access"]["refs"]["ref-1-1"] for d in range(2, 6)]
+    snapshots = [traces[d].protocol.context_access.refs["ref-1-1"] for d in range(2, 6)]
     assert all(s == snapshots[0] for s in snapshots)
-    assert snapshots[0]["source"].startswith(traces[1].trace_id + "-")
+    assert snapshots[0].source.startswith(traces[1].trace_id + "-")
     assert protocol(traces[5])["report"]["outputs"] == [read]

@@ -24,7 +24,7 @@ from protocol_helpers import (
 from cyber_agent.core.config import RunConfig
 from cyber_agent.core.context_policy import grant_context_refs, normalize_task_brief, task_briefs_match
 from cyber_agent.core.task_protocol import RootTaskAnchor, TaskBrief, TaskReport
-from cyber_agent.errors import ConfigurationError, RunError, ToolArgumentError
+from cyber_agent.errors import ConfigurationError, InvalidUpdateError, RunError, ToolArgumentError
 from cyber_agent.llm.fakes import ScriptedModel
 from cyber_agent.trace import InMemoryTraceStore
 from cyber_agent.trace.models import Message, Trace
@@ -78,47 +78,40 @@ async def test_the_root_stores_the_normalized_anchor_its_hash_and_a_budget_snaps
     brain = new_brain(levels=0)
     spaced = {"objective": "  Compute the launch checksum ", "completion_criteria": ["the  checksum is stated", "the checksum is stated"]}
     result = await run_root(make_runner(brain), recursive_config(spaced))
-    context = result.trace.context
+    setup = result.trace.root_setup
+    assert setup is not None
     anchor = RootTaskAnchor.model_validate(spaced)
-    assert context["root_task_anchor"] == {"objective": "Compute the launch checksum",
-                                           "completion_criteria": ["the checksum is stated"], "constraints": []}
-    canonical = json.dumps(context["root_task_anchor"], sort_keys=True).encode()
-    assert context["root_task_anchor_hash"] == anchor.content_hash() == hashlib.sha256(canonical).hexdigest()
+    assert setup.anchor.model_dump() == {"objective": "Compute the launch checksum",
+                                         "completion_criteria": ["the checksum is stated"], "constraints": []}
+    canonical = json.dumps(setup.anchor.model_dump(), sort_keys=True).encode()
+    assert setup.anchor_hash == anchor.content_hash() == hashlib.sha256(canonical).hexdigest()
     assert RootTaskAnchor(objective="Compute the launch checksum!", completion_criteria=["the checksum is stated"]
                           ).content_hash() != anchor.content_hash()
-    assert context["resource_budget"]["max_llm_calls"] == 150
+    assert setup.resource_budget.max_llm_calls == 150
     # The root's own model sees the anchor, criteria included, as part of its task.
     root_request = brain.first_requests[0][0][0]
     assert "the checksum is stated" in root_request[-1]["content"]
 
 
-def _drop(key):
-    def mutate(context):
-        context.pop(key)
-    return mutate
+def _no_setup(setup):
+    return None
 
 
-def _set(key, value):
-    def mutate(context):
-        context[key] = value
-    return mutate
+def _edit_objective(setup):
+    return setup.model_copy(update={"anchor": setup.anchor.model_copy(update={"objective": "something else entirely"})})
 
 
-def _edit_objective(context):
-    context["root_task_anchor"] = {**context["root_task_anchor"], "objective": "something else entirely"}
+def _edit_hash(setup):
+    return setup.model_copy(update={"anchor_hash": "0" * 64})
 
 
-@pytest.mark.parametrize("mutate", [
-    _drop("root_task_anchor"), _drop("root_task_anchor_hash"), _drop("resource_budget"),
-    _edit_objective, _set("root_task_anchor_hash", "0" * 64),
-], ids=["no-anchor", "no-hash", "no-budget", "anchor-edited", "hash-edited"])
+@pytest.mark.parametrize("mutate", [_no_setup, _edit_objective, _edit_hash],
+                         ids=["no-anchor-hash-or-budget", "anchor-edited", "hash-edited"])
 async def test_a_revision2_root_missing_or_tampering_its_anchor_refuses_to_continue(mutate):
     brain = new_brain(levels=0)
     runner = make_runner(brain)
     first = await run_root(runner)
-    context = dict(first.trace.context)
-    mutate(context)
-    await brain.store.update_trace(first.trace.trace_id, context=context)
+    await brain.store.update_trace(first.trace.trace_id, root_setup=mutate(first.trace.root_setup))
     calls_before = len(brain.llm.requests)
     with pytest.raises(RunError, match="new task"):
         await runner.run_result(GO_ON, RunConfig(trace_id=first.trace.trace_id))
@@ -135,14 +128,17 @@ async def test_an_intact_recursive_root_continues():
     assert len(brain.llm.requests) > 2
 
 
-async def test_a_root_whose_anchor_became_malformed_asks_for_a_new_task():
+async def test_a_malformed_anchor_is_refused_by_the_store_and_the_root_stays_intact():
     brain = new_brain(levels=0)
     runner = make_runner(brain)
     first = await run_root(runner)
-    context = {**first.trace.context, "root_task_anchor": {"objective": "x", "completion_criteria": []}}
-    await brain.store.update_trace(first.trace.trace_id, context=context)
-    with pytest.raises(RunError, match="new task"):
-        await runner.run_result(GO_ON, RunConfig(trace_id=first.trace.trace_id))
+    setup = first.trace.root_setup.model_dump()
+    setup["anchor"] = {"objective": "x", "completion_criteria": []}
+    with pytest.raises(InvalidUpdateError, match="completion_criteria"):
+        await brain.store.update_trace(first.trace.trace_id, root_setup=setup)
+    assert (await brain.store.get_trace(first.trace.trace_id)).root_setup == first.trace.root_setup
+    again = await runner.run_result(GO_ON, RunConfig(trace_id=first.trace.trace_id))
+    assert again.status == "completed"
 
 
 # ---- TaskBrief normalization and matching ---------------------------------------------------
@@ -232,7 +228,7 @@ def test_eight_context_refs_are_the_most_a_brief_may_grant():
 async def _tree(store):
     """A hand-built recursive tree: root R with child C (reported) and grandchild G; another tree X."""
     root = Trace.create(task="root", context={"agent_mode": "recursive", "agent_depth": 0})
-    root.context["root_trace_id"] = root.trace_id
+    root.lineage.root_trace_id = root.trace_id
     child_id = new_sub_trace_id(root.trace_id, "delegate", 1)
     report = TaskReport(outcome="completed", summary="checksum is 7781", outputs=["7781"]).model_dump(mode="json")
     child = Trace.create(trace_id=child_id, task="c", parent_trace_id=root.trace_id, context={
@@ -245,7 +241,7 @@ async def _tree(store):
     grandchild = Trace.create(trace_id=new_sub_trace_id(child_id, "delegate", 1), task="g", parent_trace_id=child_id,
                               context={"root_trace_id": root.trace_id, "agent_depth": 2, "task_protocol": {"report": report}})
     other = Trace.create(task="other", context={"agent_mode": "recursive"})
-    other.context["root_trace_id"] = other.trace_id
+    other.lineage.root_trace_id = other.trace_id
     for trace in (root, child, quiet, grandchild, other):
         await store.create_trace(trace)
     ids = {}
@@ -260,11 +256,11 @@ async def test_a_parent_grants_its_own_message_as_a_hashed_snapshot():
     tree = await _tree(store)
     granted = await grant_context_refs(store, tree["root"], [{"message_id": tree["msg"]["root"], "title": "finding"}], 1)
     (ref_id, ref), = granted.items()
-    assert ref["kind"] == "message" and ref["source"] == tree["msg"]["root"] and ref["title"] == "finding"
-    assert ref["content"] == "root finding: 7781"
-    assert ref["sha256"] == hashlib.sha256(b"root finding: 7781").hexdigest() and ref["chars"] == 18
+    assert ref.kind == "message" and ref.source == tree["msg"]["root"] and ref.title == "finding"
+    assert ref.content == "root finding: 7781"
+    assert ref.sha256 == hashlib.sha256(b"root finding: 7781").hexdigest() and ref.chars == 18
     await store.update_message(tree["msg"]["root"], content="rewritten later")
-    assert ref["content"] == "root finding: 7781"
+    assert ref.content == "root finding: 7781"
 
 
 async def test_a_parent_grants_the_report_of_its_own_child_and_re_grants_a_held_ref():
@@ -272,9 +268,9 @@ async def test_a_parent_grants_the_report_of_its_own_child_and_re_grants_a_held_
     tree = await _tree(store)
     report = await grant_context_refs(store, tree["root"], [{"report_of": tree["child"].trace_id}], 1)
     (ref,) = report.values()
-    assert ref["kind"] == "report" and "7781" in ref["content"] and ref["source"] == tree["child"].trace_id
+    assert ref.kind == "report" and "7781" in ref.content and ref.source == tree["child"].trace_id
     held = await grant_context_refs(store, tree["child"], ["ref-1-1"], 1)
-    assert held == {"ref-1-1": tree["child"].context["context_access"]["refs"]["ref-1-1"]}
+    assert held == {"ref-1-1": tree["child"].protocol.context_access.refs["ref-1-1"]}
 
 
 @pytest.mark.parametrize("who, ref, match", [
@@ -300,7 +296,7 @@ async def test_a_new_ref_never_shadows_a_held_ref_with_the_same_position():
     tree = await _tree(store)
     own = await store.add_message(Message.create(trace_id=tree["child"].trace_id, role="tool", content="child note"))
     granted = await grant_context_refs(store, tree["child"], [{"message_id": own}, "ref-1-1"], 1)
-    assert sorted(r["content"] for r in granted.values()) == ["child note", "held text"]
+    assert sorted(r.content for r in granted.values()) == ["child note", "held text"]
 
 
 # ---- context refs through the runner ---------------------------------------------------------
@@ -345,9 +341,8 @@ async def test_a_tampered_snapshot_fails_its_hash_check():
     async def child(turn):
         if not turn.results:
             mine = await turn.trace()
-            refs = mine.context["context_access"]["refs"]
-            refs["ref-1-1"]["content"] = "forged"
-            await turn.brain.store.update_trace(mine.trace_id, context=mine.context)
+            mine.protocol.context_access.refs["ref-1-1"].content = "forged"
+            await turn.brain.store.update_trace(mine.trace_id, protocol=mine.protocol)
             return call("read_context_ref", ref_id="ref-1-1")
         seen["result"] = turn.results[0]
         return None
@@ -380,5 +375,5 @@ async def test_a_brief_granting_a_message_of_another_tree_creates_nothing():
     brain.hooks = {"d0": root}
     second = await run_root(runner, task="second")
     assert "not in this agent's own trace" in refused["text"]
-    assert second.trace.context.get("child_count", 0) == 0
+    assert second.trace.lineage.child_count == 0
     assert await brain.store.list_traces(parent_trace_id=second.trace.trace_id, created_by_tool="agent") == []

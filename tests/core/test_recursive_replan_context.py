@@ -71,8 +71,8 @@ async def test_the_child_sees_brief_anchor_lineage_and_refs_but_never_the_parent
     child = (await children_of(brain.store, ROOT_ID))[0]
     assert "parent_secret" not in child.context
     assert protocol(child)["brief"]["objective"] == "Derive the checksum"
-    assert child.context["context_access"]["refs"]["ref-1-1"]["content"] == "PARENT-TOOL-RESULT: raw scratch data"
-    assert (child.context["agent_depth"], child.context["root_trace_id"]) == (1, ROOT_ID)
+    assert child.protocol.context_access.refs["ref-1-1"].content == "PARENT-TOOL-RESULT: raw scratch data"
+    assert (child.lineage.depth, child.lineage.root_trace_id) == (1, ROOT_ID)
 
 
 @pytest.mark.parametrize("decision, follow", [
@@ -125,7 +125,7 @@ async def test_revise_continues_the_same_child_with_the_feedback_and_no_new_quot
     revision_request = child_requests[-1].messages
     assert revision_request[-1] == {"role": "user", "content": "[parent review] Revise your work. Feedback: name the source file"}
     assert revision_request[1] == brain.first_requests[1][0][0][1]
-    assert result.trace.context["child_count"] == 1
+    assert result.trace.lineage.child_count == 1
     assert (await brain.store.get_resource_usage(ROOT_ID))["agents"] == 2
     assert len(await validators_of(brain.store, child.trace_id)) == 2
     assert f"Child {child.trace_id} [completed]" in state["second_outcome"]
@@ -192,7 +192,7 @@ async def test_continue_from_with_a_different_task_is_refused_and_a_matching_one
     assert "is not a child of this agent" in stranger
     assert "Review it again" in revised
     (child,) = await children_of(brain.store, ROOT_ID)
-    assert result.trace.context["child_count"] == 1
+    assert result.trace.lineage.child_count == 1
     assert (await brain.store.get_resource_usage(ROOT_ID))["agents"] == 2
     child_requests = [r for r in brain.llm.requests if "submit_report" in r.tool_names]
     assert "Expected outputs: checksum with file name" in child_requests[-1].messages[-1]["content"]

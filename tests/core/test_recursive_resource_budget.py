@@ -129,7 +129,7 @@ async def test_the_snapshot_is_frozen_at_root_creation(monkeypatch):
     model = TreeModel({ROOT: list(GOALS)}, on_call=loosen)
     runner, store = make_runner(model.llm)
     result = await runner.run_result(TASK, recursive_config())
-    assert result.trace.context["resource_budget"]["max_llm_calls"] == 4
+    assert result.trace.root_setup.resource_budget.max_llm_calls == 4
     assert result.status == "failed" and "llm_calls used 3 of limit 3" in result.trace.error_message
     with pytest.raises(ValidationError):
         ResourceBudget().max_llm_calls = 1000

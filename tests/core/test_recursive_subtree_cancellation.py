@@ -66,7 +66,7 @@ async def test_a_stopped_child_returns_to_its_parent_as_a_failed_task_report():
     result = await runner.run_result(TASK, recursive_config())
     child = await trace_by_objective(store, "child")
     assert child.status == "stopped"
-    reported = child.context["task_protocol"]["report"]
+    reported = child.protocol.model_dump(mode="json")["report"]
     assert reported["outcome"] == "failed" and reported["submitted_by"] == "runner"
     assert "test stop" in reported["summary"]
     joined = next(m.text for m in result.messages if m.tool_name == "agent")
@@ -87,7 +87,7 @@ async def test_an_in_flight_response_is_recorded_but_its_tool_calls_never_run():
     assert messages[-1].role == "assistant" and [c.name for c in messages[-1].tool_calls] == ["goal", "submit_report"]
     assert not [m for m in messages if m.role == "tool"]
     assert len((await store.get_goal_tree(child.trace_id)).goals) == 1  # the goal call never ran
-    assert model.calls["child"] == 1 and child.context["task_protocol"]["report"]["submitted_by"] == "runner"
+    assert model.calls["child"] == 1 and child.protocol.model_dump(mode="json")["report"]["submitted_by"] == "runner"
 
 
 async def test_queued_children_of_a_stopped_parent_never_call_the_model():

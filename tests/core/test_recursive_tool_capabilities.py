@@ -109,7 +109,7 @@ async def test_agent_reaches_a_child_only_when_the_parent_holds_it():
     assert "agent" in model.offered["child"][0]
     child = await trace_by_objective(store, "child")
     # A child rights snapshot without `agent` (its parent lacked it) never regains it at runtime.
-    without = child_trace(set(child.context["tool_snapshot"]) - {"agent"}, depth=1)
+    without = child_trace(set(child.lineage.tool_snapshot) - {"agent"}, depth=1)
     assert "agent" not in runtime_tool_names(REGISTERED, None, without)
 
 
@@ -155,11 +155,12 @@ async def test_custom_context_cannot_override_mode_depth_lineage_or_tool_rights(
     runner, store = make_runner(model.llm)
     result = await runner.run_result(TASK, recursive_config(context=dict(FORGED_CONTEXT)))
     root = await store.get_trace(result.trace.trace_id)
-    assert (root.context["agent_mode"], root.context["agent_depth"], root.context["root_trace_id"],
-            root.context["agent_mode_revision"]) == ("recursive", 0, root.trace_id, 2)
+    assert (root.lineage.mode, root.lineage.depth, root.lineage.root_trace_id,
+            root.lineage.revision) == ("recursive", 0, root.trace_id, 2)
+    assert root.context == {}  # forged runner keys are dropped, never stored
     assert {"agent", "goal", "read_file"} <= model.offered[ROOT][0]
     child = await trace_by_objective(store, "child")
-    assert child.context["agent_depth"] == 1 and "evaluate" not in child.context["tool_snapshot"]
+    assert child.lineage.depth == 1 and "evaluate" not in child.lineage.tool_snapshot
     assert "agent" in model.offered["child"][0]
 
 
@@ -215,7 +216,7 @@ async def test_submit_report_is_for_children_only_and_submit_validation_for_vali
     child_refusal = tool_messages(await messages_of(store, child.trace_id))[0]
     for refusal in (root_refusal, child_refusal):
         assert refusal.metadata["is_error"] and "is not available" in refusal.text
-    assert "validation" not in child.context["task_protocol"]
+    assert child.protocol.validation is None
 
 
 def test_tighten_by_state_keeps_review_task_only_while_reviews_are_pending():

@@ -44,15 +44,15 @@ async def test_validators_are_sub_traces_of_what_they_judge_and_count_for_calls_
     (root_validator,) = await validators_of(brain.store, ROOT_ID)
     for validator, target, scope in ((child_validator, child, "criteria"), (root_validator, result.trace, "root")):
         assert validator.agent_type == "validator" and validator.parent_trace_id == target.trace_id
-        assert validator.context["created_by_tool"] == "validator"
-        assert validator.context["validation_scope"] == scope
-        assert validator.context["validation_target"] == target.trace_id
-        assert validator.context["root_trace_id"] == ROOT_ID
+        assert validator.lineage.created_by_tool == "validator"
+        assert validator.protocol.validator.scope == scope
+        assert validator.protocol.validator.target_trace_id == target.trace_id
+        assert validator.lineage.root_trace_id == ROOT_ID
     assert protocol(child)["validations"][0]["validator_trace_id"] == child_validator.trace_id
     assert protocol(result.trace)["validations"][0]["validator_trace_id"] == root_validator.trace_id
     agents_only = await brain.store.list_traces(parent_trace_id=ROOT_ID, created_by_tool="agent")
     assert [t.trace_id for t in agents_only] == [child.trace_id]
-    assert "child_count" in result.trace.context and result.trace.context["child_count"] == 1
+    assert "child_count" not in result.trace.context and result.trace.lineage.child_count == 1
     usage = await brain.store.get_resource_usage(ROOT_ID)
     calls = len(brain.llm.requests)
     validator_calls = sum("submit_validation" in r.tool_names for r in brain.llm.requests)
@@ -199,7 +199,7 @@ async def test_validator_models_are_frozen_when_the_root_is_created(monkeypatch)
 
     brain.hooks = {"d0": root}
     result = await run_root(make_runner(brain), rooted())
-    assert result.trace.context["validator_models"] == {"criteria": "criteria-judge-v1", "root": "root-judge-v1"}
+    assert result.trace.root_setup.validator_models.model_dump() == {"criteria": "criteria-judge-v1", "root": "root-judge-v1"}
     (child,) = await children_of(brain.store, ROOT_ID)
     (child_validator,) = await validators_of(brain.store, child.trace_id)
     (root_validator,) = await validators_of(brain.store, ROOT_ID)
@@ -218,7 +218,7 @@ async def test_validator_models_default_to_the_criteria_model_then_the_run_model
         monkeypatch.setenv(name, value)
     brain = new_brain(levels=0)
     result = await run_root(make_runner(brain), rooted(model="agent-model"))
-    assert result.trace.context["validator_models"] == expected
+    assert result.trace.root_setup.validator_models.model_dump() == expected
     assert brain.validator_models == [expected["root"]] * 2
 
 
@@ -244,7 +244,7 @@ async def test_a_rejected_root_answer_goes_back_to_the_root_which_answers_again(
     (note,) = feedback
     assert "not accepted" in note and "[fail] the checksum is derived from the workspace file — no source named" in note
     assert [v["verdict"] for v in protocol(result.trace)["validations"]] == ["fail", "pass"]
-    assert [v.context["validation_scope"] for v in await validators_of(brain.store, ROOT_ID)] == ["root", "root"]
+    assert [v.protocol.validator.scope for v in await validators_of(brain.store, ROOT_ID)] == ["root", "root"]
 
 
 async def test_the_root_fails_after_three_rejected_answers():

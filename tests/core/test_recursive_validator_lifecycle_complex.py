@@ -86,7 +86,7 @@ async def test_the_deepest_report_is_rejected_by_its_validator_then_revised_and_
         ("revise", FEEDBACK), ("accept", "checksum present")]
     assert protocol(d5)["review"]["decision"] == "accept"
     assert protocol(d5)["report"]["outputs"] == ["checksum=7781"]
-    assert d4.context["child_count"] == 1
+    assert d4.lineage.child_count == 1
     assert (await brain.store.get_resource_usage(ROOT_ID))["agents"] == 6
 
 
@@ -99,7 +99,7 @@ async def test_every_level_accepts_and_the_root_result_is_independently_validate
         assert [v["verdict"] for v in protocol(child)["validations"]] == ["pass"]
     assert all(protocol(t)["pending_reviews"] == [] for t in traces[:5])
     (root_validator,) = await validators_of(brain.store, ROOT_ID)
-    assert root_validator.context["validation_scope"] == "root"
+    assert root_validator.protocol.validator.scope == "root"
     assert root_validator.agent_type == "validator" and root_validator.status == "completed"
     assert protocol(root_validator)["validation"]["verdict"] == "pass"
     (root_validation,) = protocol(traces[0])["validations"]

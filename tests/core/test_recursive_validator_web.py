@@ -304,7 +304,7 @@ async def budget_root(store: InMemoryTraceStore, **limits) -> tuple[Trace, Resou
         "agent_mode": "recursive", "root_trace_id": None, "resource_budget": budget.model_dump(),
         "validator_search": {"provider": "serper", "enabled": True},
     })
-    root.context["root_trace_id"] = root.trace_id
+    root.lineage.root_trace_id = root.trace_id
     await store.create_trace(root)
     controller = ResourceBudgetController(store=store, root_trace_id=root.trace_id, budget=budget, lock=asyncio.Lock())
     await controller.initialize()
@@ -531,7 +531,7 @@ async def run_tree_with_web(site: LocalSite, monkeypatch, *, enabled: bool) -> t
 
 async def test_a_root_validator_of_an_enabled_tree_reads_a_page_as_evidence(site, monkeypatch):
     model, store, root = await run_tree_with_web(site, monkeypatch, enabled=True)
-    assert root.context["validator_search"] == {"provider": "serper", "enabled": True}
+    assert root.root_setup.validator_search.model_dump() == {"provider": "serper", "enabled": True}
     offered = [tool_names(request.tools) for request in model.requests]
     validator_offers = [names for names in offered if "submit_validation" in names]
     assert validator_offers and all(WEB <= names for names in validator_offers)
@@ -540,7 +540,7 @@ async def test_a_root_validator_of_an_enabled_tree_reads_a_page_as_evidence(site
     pages = [m for v in validators for m in await store.get_trace_messages(v.trace_id) if m.tool_name == "fetch_page"]
     assert len(pages) == 1 and "Version 2.1 fixed the & bug." in pages[0].text
     assert site.paths() == ["/page"]
-    validations = (await store.get_trace(root.trace_id)).context["task_protocol"]["validations"]
+    validations = (await store.get_trace(root.trace_id)).protocol.model_dump(mode="json")["validations"]
     assert [v["verdict"] for v in validations] == ["pass"] and "Version 2.1" in validations[0]["criteria"][0]["evidence"]
     usage = await store.get_resource_usage(root.trace_id)
     assert usage["validation_tool_calls"] >= 1 and usage["validation_material_chars"] >= pages[0].metadata["chars"]
@@ -556,7 +556,7 @@ async def test_the_runner_does_not_count_a_metered_web_call_twice(site, monkeypa
 
 async def test_a_tree_started_without_search_gives_its_validators_no_web_tools(site, monkeypatch):
     model, store, root = await run_tree_with_web(site, monkeypatch, enabled=False)
-    assert root.context["validator_search"] == {"provider": None, "enabled": False}
+    assert root.root_setup.validator_search.model_dump() == {"provider": None, "enabled": False}
     validator_offers = [tool_names(r.tools) for r in model.requests if "submit_validation" in tool_names(r.tools)]
     assert validator_offers and not any(WEB & names for names in validator_offers)
     assert site.requests == []

@@ -39,10 +39,12 @@ class CountingStore(InMemoryTraceStore):
 
     async def update_trace(self, trace_id: str, **updates: Any) -> Trace:
         keys = tuple(sorted(updates))
-        if "context" in updates:  # name the protocol keys this write changes
-            before = ((await self.get_trace(trace_id)).context.get("task_protocol") or {})
-            after = updates["context"].get("task_protocol") or {}
-            keys += tuple(f"protocol.{k}" for k in sorted(after) if k not in before or before[k] != after[k])
+        if "protocol" in updates:  # name the protocol fields this write changes
+            before = (await self.get_trace(trace_id)).protocol
+            after = updates["protocol"]
+            keys = tuple(k for k in keys if k != "protocol")
+            keys += tuple(f"protocol.{k}" for k in sorted(type(after).model_fields)
+                          if getattr(before, k) != getattr(after, k))
         self.log.append(("update_trace", trace_id, keys))
         return await super().update_trace(trace_id, **updates)
 
@@ -70,14 +72,14 @@ async def _run(model: TreeModel, **config: Any) -> tuple[CountingStore, Trace]:
 async def test_a_validation_writes_its_target_once_with_the_count_and_the_result():
     store, root = await _run(TreeModel({ROOT: [delegate(brief("A"))]}))
     child = await trace_by_objective(store, "A")
-    protocol = child.context["task_protocol"]
+    protocol = child.protocol.model_dump(mode="json")
     assert protocol["validator_count"] == 1 and [v["verdict"] for v in protocol["validations"]] == ["pass"]
     # report (submit_report), status (finish), count + verdict (one write), review: four writes, not five.
     writes = store.writes(child.trace_id)
     assert len(writes) == 4
     assert [w for w in writes if "protocol.validations" in w] == [writes[2]]
     assert "protocol.validator_count" in writes[2]
-    assert root.context["task_protocol"]["validator_count"] == 1
+    assert root.protocol.model_dump(mode="json")["validator_count"] == 1
 
 
 async def test_a_validator_left_behind_keeps_its_id(monkeypatch):
@@ -96,7 +98,7 @@ async def test_a_validator_left_behind_keeps_its_id(monkeypatch):
 
     async def create_trace(trace: Trace) -> str:
         created = await create(trace)
-        if trace.context.get("created_by_tool") == "agent":  # the child: plant a leftover on its first id
+        if trace.lineage.created_by_tool == "agent":  # the child: plant a leftover on its first id
             leftover = Trace.create(trace_id=real(trace.trace_id, "validator", 1, now=fixed), task="left behind",
                                     parent_trace_id=trace.trace_id)
             planted.append(await create(leftover))
@@ -106,7 +108,7 @@ async def test_a_validator_left_behind_keeps_its_id(monkeypatch):
     result = await runner.run_result(TASK, recursive_config())
     assert result.status == "completed", result.trace.error_message
     child = await trace_by_objective(store, "A")
-    protocol = child.context["task_protocol"]
+    protocol = child.protocol.model_dump(mode="json")
     assert protocol["validations"][0]["verdict"] == "pass" and protocol["validator_count"] == 2
     assert protocol["validations"][0]["validator_trace_id"] == real(child.trace_id, "validator", 2, now=fixed)
     assert (await store.get_trace(planted[0])).task == "left behind"
@@ -116,7 +118,7 @@ async def test_a_validator_left_behind_keeps_its_id(monkeypatch):
 async def test_an_implicit_report_is_stored_with_the_final_status():
     store, _ = await _run(TreeModel({ROOT: [delegate(brief("A"))], "A": [LLMResponse(content="A is done")]}))
     child = await trace_by_objective(store, "A")
-    report = child.context["task_protocol"]["report"]
+    report = child.protocol.model_dump(mode="json")["report"]
     assert (report["outcome"], report["summary"], report["submitted_by"]) == ("partial", "A is done", "implicit")
     writes = store.writes(child.trace_id)
     finishing = [w for w in writes if "status" in w]
@@ -132,7 +134,7 @@ async def test_a_runner_written_report_and_its_fail_verdict_are_one_write():
     store, _ = await _run(TreeModel({ROOT: [delegate(brief("B"))], "B": [call("list_files", path=".")] * 5}),
                           max_iterations=3)
     child = await trace_by_objective(store, "B")
-    protocol = child.context["task_protocol"]
+    protocol = child.protocol.model_dump(mode="json")
     assert (protocol["report"]["submitted_by"], protocol["report"]["outcome"]) == ("runner", "failed")
     assert [v["verdict"] for v in protocol["validations"]] == ["fail"]
     merged = [w for w in store.writes(child.trace_id) if "protocol.report" in w and "status" not in w]
@@ -149,7 +151,7 @@ async def test_a_revision_reopens_the_child_in_the_same_write_as_its_review():
 
     store, root = await _run(TreeModel({ROOT: [delegate(brief("C"))], ROOT + REVIEW_TURN: [review, review]}))
     child = await trace_by_objective(store, "C")
-    protocol = child.context["task_protocol"]
+    protocol = child.protocol.model_dump(mode="json")
     assert protocol["review"]["decision"] == "accept" and protocol["validator_count"] == 2
     assert [v["verdict"] for v in protocol["validations"]] == ["pass", "pass"]
     writes = store.writes(child.trace_id)

@@ -144,11 +144,12 @@ async def test_custom_context_cannot_override_runner_owned_fields():
         runner, _ = make_runner(model)
         config = RunConfig(context={"agent_depth": 4, "agent_mode": "recursive", "note": "kept"})
         result = await runner.run_result(TASK, config)
-    ctx = result.trace.context
-    assert ctx["agent_depth"] == 0 and ctx["agent_mode"] == "legacy" and ctx["note"] == "kept"
-    assert ctx["root_trace_id"] == result.trace.trace_id
-    snapshot = ctx["run_config_snapshot"]
-    assert snapshot["config"]["model"] == "demo" and len(snapshot["hash"]) == 64
+    trace = result.trace
+    assert trace.context == {"note": "kept"}  # runner keys never land in the user's context
+    assert trace.lineage.depth == 0 and trace.lineage.mode == "legacy"
+    assert trace.lineage.root_trace_id == trace.trace_id
+    snapshot = trace.run_config
+    assert snapshot is not None and snapshot.config["model"] == "demo" and len(snapshot.hash) == 64
 
 
 async def test_continue_appends_to_the_same_trace_with_full_history():

@@ -52,7 +52,7 @@ async def test_a_five_deep_chain_runs_and_depth_five_has_no_agent_tool():
     refusal = tool_results(await messages_of(store, deepest.trace_id))[0]
     assert refusal.metadata["is_error"] and "tool 'agent' is not available to this agent" in refusal.text
     assert model.calls["level 6"] == 0
-    assert deepest.context["task_protocol"]["report"]["outcome"] == "completed"  # it went on and reported
+    assert deepest.protocol.model_dump(mode="json")["report"]["outcome"] == "completed"  # it went on and reported
 
 
 async def test_sub_trace_ids_and_lineage_spell_out_the_chain():
@@ -67,7 +67,7 @@ async def test_sub_trace_ids_and_lineage_spell_out_the_chain():
         assert (parsed.depth, parsed.parent_id, parsed.root_id, parsed.mode, parsed.seq) == (
             depth, parent.trace_id, root.trace_id, "delegate", 1)
         assert child.parent_trace_id == parent.trace_id
-        assert child.context["root_trace_id"] == root.trace_id and child.context["agent_depth"] == depth
+        assert child.lineage.root_trace_id == root.trace_id and child.lineage.depth == depth
         goal = (await store.get_goal_tree(parent.trace_id)).find(child.parent_goal_id)
         assert goal is not None and child.trace_id in goal.sub_trace_ids
         parent = child
@@ -108,7 +108,7 @@ async def test_an_over_quota_batch_is_refused_whole_and_creates_nothing():
         if key == ROOT and "agent" in names:
             root = [t for t in await store.list_traces(limit=None) if t.parent_trace_id is None][0]
             usage = await usage_of(store, root.trace_id)
-            snapshots.append((len(await children_of(store, root.trace_id)), root.context.get("child_count", 0),
+            snapshots.append((len(await children_of(store, root.trace_id)), root.lineage.child_count,
                               usage["agents"]))
 
     five = [brief(f"child {i}") for i in range(1, 6)]
@@ -136,7 +136,7 @@ async def test_continue_from_revises_an_existing_child_without_using_quota():
     assert not revision.metadata["is_error"] and "Review it again" in revision.text
     assert model.calls["child 1"] == 2 and model.calls["child 2"] == 1
     root = await store.get_trace(result.trace.trace_id)
-    assert root.context["child_count"] == 6 and len(await children_of(store, root.trace_id)) == 6
+    assert root.lineage.child_count == 6 and len(await children_of(store, root.trace_id)) == 6
     assert (await usage_of(store, root.trace_id))["agents"] == 7
 
 

@@ -179,8 +179,8 @@ async def test_react_runs_briefly_and_drop_and_notify_start_nothing(monkeypatch:
         notified = await triage.handle(event({"n": 3}), runner)
     trace = await store.get_trace(reacted.trace_id)
     assert trace is not None and trace.agent_type == "trigger_reactor" and reacted.answer == "hi"
-    assert trace.context["agent_mode"] == "legacy"
-    assert trace.context["run_config_snapshot"]["config"]["max_iterations"] == REACT_MAX_ITERATIONS
+    assert trace.lineage.mode == "legacy"
+    assert trace.run_config is not None and trace.run_config.config["max_iterations"] == REACT_MAX_ITERATIONS
     assert dropped.trace_id is None and notified.trace_id is None and notified.decision.notify_text
     assert len(await store.list_traces()) == 1
 

@@ -132,8 +132,8 @@ class World:
         assert result.status == "completed", result.trace.error_message
         traces = self.loop.run_until_complete(self.store.list_traces(limit=None))
         root = next(t for t in traces if t.parent_trace_id is None)
-        child = next(t for t in traces if t.context.get("created_by_tool") == "agent")
-        validator = next(t for t in traces if t.context.get("created_by_tool") == "validator")
+        child = next(t for t in traces if t.lineage.created_by_tool == "agent")
+        validator = next(t for t in traces if t.lineage.created_by_tool == "validator")
         (workspace / "notes.txt").write_text("hello\n")
         self.contexts = [tool_context(self.runner, t, root, workspace) for t in (root, child, validator)]
         self.trace_count = len(traces)

@@ -128,7 +128,7 @@ async def _reload_everything(base: Path) -> dict[str, Any]:
         tokens += sum(m.prompt_tokens + m.completion_tokens for m in answers)
         cost += sum(m.cost for m in answers)
     roots = [t for t in traces if t.parent_trace_id is None]
-    business = [t for t in traces if t.parent_trace_id is None or t.context.get("created_by_tool") == "agent"]
+    business = [t for t in traces if t.parent_trace_id is None or t.lineage.created_by_tool == "agent"]
     usage = await store.get_resource_usage(roots[0].trace_id) if roots else None
     return {"traces": traces, "assistant": assistant, "tokens": tokens, "cost": cost, "business": len(business),
             "usage": usage, "roots": roots}

@@ -59,11 +59,11 @@ class Tree:
         traces = self.run_coro(self.store.list_traces(limit=None))
         self.root = self.roots[0]
         self.child = next(t for t in traces if t.parent_trace_id == self.root.trace_id
-                          and t.context.get("created_by_tool") == "agent")
+                          and t.lineage.created_by_tool == "agent")
         self.validator = next(t for t in traces if t.parent_trace_id == self.child.trace_id
-                              and t.context.get("created_by_tool") == "validator")
+                              and t.lineage.created_by_tool == "validator")
         self.other_child = next(t for t in traces if t.parent_trace_id == self.roots[1].trace_id
-                                and t.context.get("created_by_tool") == "agent")
+                                and t.lineage.created_by_tool == "agent")
         outside = tmp / "outside"
         (outside / "messages").mkdir(parents=True)
         (outside / "secret.txt").write_text(SECRET)
@@ -302,5 +302,5 @@ def test_protocol_tools_refuse_traversal_and_foreign_ids(tree, tool, role, make_
 
 def test_nothing_was_created_or_run_by_refused_tool_calls(tree):
     traces = tree.run_coro(FileSystemTraceStore(tree.base).list_traces(limit=None))
-    business = [t for t in traces if t.context.get("created_by_tool") != "validator"]
+    business = [t for t in traces if t.lineage.created_by_tool != "validator"]
     assert len(business) == 6, "two roots with two children each, plus nothing from refused calls"

@@ -69,7 +69,7 @@ async def _race(tmp_path: Path) -> tuple[InMemoryTraceStore, Trace, list[tuple[l
     result = await runner.run_result([{"role": "user", "content": ROOT}], recursive_config())
     assert result.status == "completed", result.trace.error_message
     root = result.trace
-    parents = [root] + [t for t in await store.list_traces(limit=None) if t.context.get("created_by_tool") == "agent"]
+    parents = [root] + [t for t in await store.list_traces(limit=None) if t.lineage.created_by_tool == "agent"]
     assert len(parents) == 19
     rng = random.Random(2024)
     attempts = []
@@ -92,11 +92,11 @@ def test_two_hundred_concurrent_batches_never_break_a_quota(tmp_path, monkeypatc
     async def snapshot() -> tuple[list[Trace], dict[str, Any]]:
         return await store.list_traces(limit=None), await store.get_resource_usage(root.trace_id) or {}
     traces, usage = asyncio.run(snapshot())
-    business = [t for t in traces if t.trace_id == root.trace_id or t.context.get("created_by_tool") == "agent"]
+    business = [t for t in traces if t.trace_id == root.trace_id or t.lineage.created_by_tool == "agent"]
     children = Counter(t.parent_trace_id for t in business if t.parent_trace_id)
     assert max(children.values()) <= MAX_CHILDREN_PER_PARENT, children.most_common(3)
     for parent in business:
-        assert int(parent.context.get("child_count", 0)) == children.get(parent.trace_id, 0), parent.trace_id
+        assert int(parent.lineage.child_count) == children.get(parent.trace_id, 0), parent.trace_id
     assert usage["agents"] == len(business) <= MAX_AGENTS
 
     created = {task_objective(t) for t in business}

@@ -24,8 +24,8 @@ def test_both_demo_runs_complete_with_the_right_answer(demo_runs: dict[str, Any]
     for trace in demo_runs.values():
         assert trace["status"] == "completed", trace["error_message"]
         assert "North" in trace["result_summary"]
-    assert demo_runs["recursive"]["context"]["agent_mode"] == "recursive"
-    assert demo_runs["legacy"]["context"]["agent_mode"] == "legacy"
+    assert demo_runs["recursive"]["lineage"]["mode"] == "recursive"
+    assert demo_runs["legacy"]["lineage"]["mode"] == "legacy"
 
 
 def test_list_filters_apply_before_the_limit(client: httpx.Client, demo_runs: dict[str, Any]):
@@ -54,7 +54,7 @@ def test_trace_detail_holds_the_goal_tree_and_sub_traces_with_validators_marked(
     tools = {s["created_by_tool"] for s in detail["sub_traces"]}
     assert tools == {"agent", "validator"}
     for sub in detail["sub_traces"]:
-        assert sub["parent_trace_id"] == root and sub["created_by_tool"] == sub["context"]["created_by_tool"]
+        assert sub["parent_trace_id"] == root and sub["created_by_tool"] == sub["lineage"]["created_by_tool"]
         if sub["created_by_tool"] == "validator":
             assert sub["agent_type"] == "validator"
 

@@ -58,7 +58,7 @@ def test_reflection_runs_on_a_side_branch_and_queues_lessons_for_review(server: 
     every = client.get(f"/api/traces/{trace_id}/messages", params={"mode": "all"}).json()["messages"]
     side = [m for m in every if m["branch"] == "reflection"]
     assert [m["role"] for m in side] == ["user", "assistant"] and "Focus: data sources" in side[0]["content"]
-    assert after["context"]["side_branches"]["reflection"]["status"] == "completed"
+    assert after["side_branches"]["reflection"]["status"] == "completed"
 
     pending = extractions(client, trace_id=trace_id)
     assert [e["lesson"] for e in pending] == list(LESSONS)

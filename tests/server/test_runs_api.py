@@ -36,7 +36,7 @@ def test_create_answers_with_the_id_at_once_and_runs_in_the_background(server: S
     (server.work / name).touch()
     trace = wait_idle(client, trace_id)
     assert trace["status"] == "completed" and trace["result_summary"].startswith(f"gated {name} done")
-    assert trace["context"]["run_config_snapshot"]["hash"]
+    assert trace["run_config"]["hash"]
 
 
 @pytest.mark.parametrize(("body", "field"), [
@@ -64,7 +64,7 @@ def test_legacy_ignores_the_anchor_and_recursive_requires_it(client: httpx.Clien
     anchor = {"objective": "say echo", "completion_criteria": ["it says echo"]}
     trace_id = start_run(client, "echo", agent_mode="legacy", root_task_anchor=anchor)
     trace = wait_idle(client, trace_id)
-    assert trace["status"] == "completed" and "root_task_anchor" not in trace["context"]
+    assert trace["status"] == "completed" and trace["root_setup"] is None
 
 
 def test_continue_appends_after_the_head_and_keeps_the_snapshot(client: httpx.Client):
@@ -75,7 +75,7 @@ def test_continue_appends_after_the_head_and_keeps_the_snapshot(client: httpx.Cl
     assert response.status_code == 202 and response.json()["status"] == "running"
     second = wait_idle(client, trace_id)
     assert second["result_summary"] == "echo 2" and second["head_sequence"] == 5
-    assert second["context"]["run_config_snapshot"] == first["context"]["run_config_snapshot"]
+    assert second["run_config"] == first["run_config"]
     assert [m["role"] for m in messages_of(client, trace_id)] == ["system", "user", "assistant", "user", "assistant"]
 
 

@@ -11,12 +11,13 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from cyber_agent.core.protocol_state import append_review, protocol_of, store_report, update_protocol
+from cyber_agent.core.protocol_state import append_review, store_report, update_protocol
 from cyber_agent.core.task_protocol import ArtifactRef, CriterionVerdict, ReviewDecision, TaskReport, TaskReview, ValidationResult, aggregate_verdict
 from cyber_agent.errors import ToolError
 from cyber_agent.tools.context import ToolContext
 from cyber_agent.tools.registry import ToolRegistry
 from cyber_agent.trace.models import Trace
+from cyber_agent.trace.state import EndedBy
 from cyber_agent.trace.trace_id import parse_message_id
 
 __all__ = ["register_protocol_tools"]
@@ -49,8 +50,7 @@ async def _trace(ctx: ToolContext, trace_id: str | None = None) -> Trace:
 async def _same_tree(ctx: ToolContext, trace_id: str) -> Trace:
     mine = await _trace(ctx)
     other = await ctx.store.get_trace(trace_id)
-    root = mine.context.get("root_trace_id")
-    if other is None or other.context.get("root_trace_id") != root:
+    if other is None or other.root_id != mine.root_id:
         raise ToolError(f"trace {trace_id!r} is not part of this task tree; references across trees are refused")
     return other
 
@@ -98,14 +98,14 @@ async def review_task(ctx: ToolContext, child_trace_id: str, decision: ReviewDec
         feedback: Why; required for revise (the child receives it).
     """
     parent = await _trace(ctx)
-    pending = protocol_of(parent).get("pending_reviews", [])
+    pending = parent.protocol.pending_reviews
     if child_trace_id not in pending:
         raise ToolError(f"{child_trace_id!r} has no report waiting for your review; pending: {pending or 'none'}")
     if decision == "revise" and not feedback.strip():
         raise ToolError("decision 'revise' needs feedback telling the child what to change")
     review = TaskReview(child_trace_id=child_trace_id, decision=decision, feedback=feedback.strip())
     child = await _trace(ctx, child_trace_id)
-    changes: dict[str, object] = {"review": review.model_dump(mode="json")}
+    changes: dict[str, object] = {"review": review}
     if decision == "revise":
         # The revision reopens the child: its review and the cleared report are one write
         # (continue_child then finds nothing to clear).
@@ -117,7 +117,7 @@ async def review_task(ctx: ToolContext, child_trace_id: str, decision: ReviewDec
         await append_review(ctx.store, ctx.trace_id, review, still_pending=True, parent=parent)
         return await continue_child(ctx, child.trace_id, None, feedback=feedback.strip())
     parent = await append_review(ctx.store, ctx.trace_id, review, still_pending=False, parent=parent)
-    left = protocol_of(parent).get("pending_reviews", [])
+    left = parent.protocol.pending_reviews
     if not left and ctx.goal_id is not None:
         await ctx.store.update_goal(ctx.trace_id, ctx.goal_id, status="in_progress")
     follow = {
@@ -136,13 +136,13 @@ async def read_context_ref(ctx: ToolContext, ref_id: str) -> str:
         ref_id: The id listed under "Context refs granted to you".
     """
     trace = await _trace(ctx)
-    refs = (trace.context.get("context_access") or {}).get("refs", {})
+    refs = trace.protocol.context_access.refs
     if ref_id not in refs:
         raise ToolError(f"context ref {ref_id!r} is not granted to this agent; granted: {sorted(refs) or 'none'}")
     ref = refs[ref_id]
-    if hashlib.sha256(ref["content"].encode()).hexdigest() != ref["sha256"]:
+    if hashlib.sha256(ref.content.encode()).hexdigest() != ref.sha256:
         raise ToolError(f"context ref {ref_id!r} failed its hash check; it was altered after it was granted")
-    return f"[{ref_id}] {ref['title']} ({ref['kind']} from {ref['source']})\n{ref['content']}"
+    return f"[{ref_id}] {ref.title} ({ref.kind} from {ref.source})\n{ref.content}"
 
 
 async def read_trajectory(ctx: ToolContext, trace_id: str | None = None, offset: int = 0, limit: int = 40) -> str:
@@ -154,7 +154,8 @@ async def read_trajectory(ctx: ToolContext, trace_id: str | None = None, offset:
         limit: Messages to return (at most 100).
     """
     me = await _trace(ctx)
-    target_id = me.context.get("validation_target")
+    assignment = me.protocol.validator
+    target_id = assignment.target_trace_id if assignment is not None else None
     if not target_id:
         raise ToolError("read_trajectory is a validator tool; this trace validates nothing")
     wanted = trace_id or target_id
@@ -186,9 +187,10 @@ async def read_artifact(ctx: ToolContext, message_id: str) -> str:
         raise ToolError(f"artifact {message_id!r} does not exist")
     digest = hashlib.sha256(message.text.encode()).hexdigest()
     owner = await _trace(ctx, trace_id)
-    claimed = [a for a in (protocol_of(owner).get("report") or {}).get("artifacts", []) if a.get("message_id") == message_id]
+    report = owner.protocol.report
+    claimed = [a for a in (report.artifacts if report is not None else []) if a.message_id == message_id]
     check = ""
-    if claimed and claimed[0].get("sha256") and claimed[0]["sha256"] != digest:
+    if claimed and claimed[0].sha256 and claimed[0].sha256 != digest:
         check = " HASH MISMATCH: the message changed after the report referenced it."
     return f"Artifact {message_id} (sha256 {digest[:16]}…){check}\n{message.text[:20000]}"
 
@@ -201,7 +203,10 @@ async def submit_validation(ctx: ToolContext, verdicts: list[VerdictInput], summ
         summary: One or two sentences on the whole judgement.
     """
     me = await _trace(ctx)
-    criteria: list[str] = list(me.context.get("validation_criteria") or [])
+    assignment = me.protocol.validator
+    if assignment is None:
+        raise ToolError("submit_validation is a validator tool; this trace validates nothing")
+    criteria = list(assignment.criteria)
     judged: dict[int, VerdictInput] = {}
     for item in verdicts:
         if not 1 <= item.criterion <= len(criteria):
@@ -213,11 +218,11 @@ async def submit_validation(ctx: ToolContext, verdicts: list[VerdictInput], summ
         for i, c in enumerate(criteria, start=1)
     ]
     result = ValidationResult(
-        scope=str(me.context.get("validation_scope", "criteria")), target_trace_id=str(me.context.get("validation_target")),
+        scope=assignment.scope, target_trace_id=assignment.target_trace_id,
         validator_trace_id=me.trace_id, verdict=aggregate_verdict([r.verdict for r in rows]), criteria=rows, summary=summary,
     )
-    await update_protocol(ctx.store, ctx.trace_id, validation=result.model_dump(mode="json"),
-                          ended_by={"tool": "submit_validation", "summary": f"verdict: {result.verdict}"})
+    await update_protocol(ctx.store, ctx.trace_id, validation=result,
+                          ended_by=EndedBy(tool="submit_validation", summary=f"verdict: {result.verdict}"))
     return f"Validation submitted: {result.verdict}."
 
 

@@ -71,8 +71,10 @@ async def _run_agents(ctx: ToolContext, tasks: list[str], mode: str) -> str:
         raise ToolError(f"sub-agents cannot start sub-agents in legacy mode (this agent is at depth {depth}); do the work yourself")
     runner, parent_config, store = ctx.runner, ctx.run_config, ctx.store
     parent = await store.get_trace(ctx.trace_id)
-    first_seq = int(parent.context.get("child_count", 0)) + 1 if parent else 1
-    await store.update_trace(ctx.trace_id, context={**(parent.context if parent else {}), "child_count": first_seq - 1 + len(tasks)})
+    if parent is None:
+        raise ToolError(f"trace {ctx.trace_id!r} not found")
+    first_seq = parent.lineage.child_count + 1
+    await store.update_trace(ctx.trace_id, lineage=parent.lineage.model_copy(update={"child_count": first_seq - 1 + len(tasks)}))
     child_ids = [new_sub_trace_id(ctx.trace_id, mode, first_seq + i) for i in range(len(tasks))]
     child_tools = sorted(ctx.allowed_tools - {"agent"})
     if ctx.goal_id is not None:
@@ -91,7 +93,7 @@ async def _run_agents(ctx: ToolContext, tasks: list[str], mode: str) -> str:
             parent_trace_id=ctx.trace_id, parent_goal_id=ctx.goal_id, new_trace_id=child_id,
             workspace=str(ctx.workspace),
         )
-        setup = ChildSetup(tool_snapshot=frozenset(child_tools), context={"created_by_tool": "agent"})
+        setup = ChildSetup(tool_snapshot=frozenset(child_tools), created_by_tool="agent")
         result = await runner.run_result([{"role": "user", "content": child_task}], config, child=setup)
         trace = result.trace
         summary = result.answer if result.answer is not None else f"({trace.status}: {trace.error_message or 'no answer'})"

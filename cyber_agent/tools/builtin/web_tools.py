@@ -48,7 +48,8 @@ async def _web_validator(ctx: ToolContext) -> Trace:
     trace = await ctx.store.get_trace(ctx.trace_id)
     if trace is None:
         raise ToolError(f"trace {ctx.trace_id!r} not found")
-    if trace.context.get("created_by_tool") != "validator" or not trace.context.get("web_evidence_enabled"):
+    assignment = trace.protocol.validator
+    if not trace.is_validator or assignment is None or not assignment.web_evidence_enabled:
         raise ToolError(f"web evidence is disabled for trace {ctx.trace_id!r}: only validators of a tree started "
                         f"with web search enabled may use it; {UNKNOWN_HINT}")
     return trace
@@ -56,16 +57,17 @@ async def _web_validator(ctx: ToolContext) -> Trace:
 
 async def _meter(ctx: ToolContext, trace: Trace) -> ValidationMeter | None:
     """The tree budget of a recursive trace (a missing one fails closed); None outside recursive trees."""
-    if ctx.runner is None or not AgentPolicy.from_context(trace.context).is_recursive:
+    if ctx.runner is None or not AgentPolicy.of(trace).is_recursive:
         return None
     meter: ValidationMeter = await ctx.runner.budget_for(trace)
     return meter
 
 
 async def _search_setting(ctx: ToolContext, trace: Trace) -> dict[str, Any]:
-    root_id = trace.context.get("root_trace_id", trace.trace_id)
+    root_id = trace.root_id
     root = trace if root_id == trace.trace_id else await ctx.store.get_trace(root_id)
-    return dict((root.context if root else {}).get("validator_search") or {})
+    setup = root.root_setup if root is not None else None
+    return setup.validator_search.model_dump() if setup is not None else {}
 
 
 async def _run_search(ctx: ToolContext, query: str, max_results: int, search: SearchAdapter | None) -> ToolResult:

@@ -27,7 +27,6 @@ import statistics
 import sys
 import tempfile
 import time
-import traceback
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -36,10 +35,8 @@ ROOT_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT_DIR))
 sys.path.insert(0, str(ROOT_DIR / "bench"))
 
-from recursive_tree import clean_environment
+from scenarios import call_site, prepare, run_demo, run_tree
 
-from cyber_agent.core.config import RunConfig
-from cyber_agent.core.runner import AgentRunner
 from cyber_agent.trace import FileSystemTraceStore
 
 PRIMITIVES = ("_write_trace", "_write_goals", "_write_message", "_write_side_record", "_append_event_line")
@@ -59,17 +56,10 @@ class CountingStore(FileSystemTraceStore):
         self.sites: Counter[tuple[str, str]] = Counter()
         self.by_site = by_site
 
-    def _site(self) -> str:
-        for frame in reversed(traceback.extract_stack()[:-3]):
-            path = frame.filename.replace(os.sep, "/")
-            if "/cyber_agent/" in path and "/cyber_agent/trace/" not in path:
-                return f"{path.rsplit('/cyber_agent/', 1)[1]}:{frame.name}"
-        return "?"
-
     def _count(self, kind: str) -> None:
         self.writes[kind] += 1
         if self.by_site:
-            self.sites[(kind, self._site())] += 1
+            self.sites[(kind, call_site(skip=("/cyber_agent/trace/",)))] += 1
 
 
 def _counted(name: str):
@@ -92,29 +82,10 @@ for _name in PUBLIC:
     setattr(CountingStore, _name, _counted_public(_name))
 
 
-async def _run_demo(store: CountingStore) -> tuple[str, str]:
-    from cyber_agent.cli import DEMO_ANCHOR, DEMO_TASK
-
-    runner = AgentRunner(trace_store=store, workspace=str(ROOT_DIR))
-    config = RunConfig(model="demo", max_iterations=30, workspace=str(ROOT_DIR), agent_mode="recursive",
-                       root_task_anchor=DEMO_ANCHOR)
-    result = await runner.run_result([{"role": "user", "content": DEMO_TASK}], config)
-    return result.trace.trace_id, result.status
-
-
-async def _run_tree(store: CountingStore, agents: int) -> tuple[str, str]:
-    from recursive_tree import ROOT, TreeModel, plan_tree, tree_config
-
-    model = TreeModel(plan_tree(agents, 6), 0.0)
-    runner = AgentRunner(trace_store=store, llm_call=model.llm, workspace=str(store.base_path))
-    result = await runner.run_result([{"role": "user", "content": ROOT}], tree_config("sequential"))
-    return result.trace.trace_id, result.status
-
-
 async def _one(workload: str, directory: str, agents: int, by_site: bool) -> dict[str, Any]:
     store = CountingStore(directory, by_site=by_site)
     started = time.perf_counter()
-    root_id, status = await (_run_demo(store) if workload == "demo" else _run_tree(store, agents))
+    root_id, status = await (run_demo(store) if workload == "demo" else run_tree(store, agents, directory))
     seconds = time.perf_counter() - started
     if status != "completed":
         raise SystemExit(f"{workload}: the root ended {status}")
@@ -155,8 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--by-site", action="store_true", help="attribute each write to its caller in cyber_agent")
     parser.add_argument("--dir", help="directory for the temporary stores (default: system temp)")
     args = parser.parse_args(argv)
-    clean_environment(max(args.agents, 50))
-    os.chdir(ROOT_DIR)  # the demo task names data/sales.csv relative to the repository
+    prepare(max(args.agents, 50))
     workloads = ("demo", "tree") if args.workload == "both" else (args.workload,)
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-writes-") as tmp:
         for workload in workloads:

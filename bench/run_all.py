@@ -14,6 +14,7 @@ reads them. A bench that is missing, times out or fails becomes a row marked so,
 | store     | bench/store_scale.py                  | add_message rate and main-path load at 10k and 100k messages           |
 | tree      | bench/recursive_tree.py (file, memory)| a 50-agent recursive tree, sequential vs parallel(2)                    |
 | notebook  | bench/notebook.py                     | to_frames of 100k messages vs raw read+parse; 1,000-node tree drawing   |
+| calls     | bench/store_calls.py                  | TraceStore calls and file writes per model call (demo runs, a tree)     |
 
 The exit status is 1 if a cyber_agent bench failed or timed out, else 0: a target that is not
 met is a finding to read in the table, not a crash.
@@ -222,6 +223,25 @@ def rows_notebook(outcome: Outcome, quick: bool) -> list[Row]:
     return rows
 
 
+def rows_calls(outcome: Outcome) -> list[Row]:
+    """get_trace, update_trace, all store calls and file writes per model call, per scenario (counts, no target)."""
+    data = outcome.data
+    if not data:
+        return _missing(outcome, "calls")
+    rows = []
+    for summary in data["scenarios"]:
+        stores = summary["stores"]
+        s = stores.get("file") or stores["memory"]
+        per = s["per_model_call"]
+        writes = f", writes {per['all_writes']:.2f}" if "all_writes" in per else ""
+        rows.append(_row("calls", f"{summary['scenario']}: per model call ({s['model_calls']} calls, {s['traces']} traces)",
+                         f"get_trace {per.get('get_trace', 0):.2f}, update {per.get('update_trace', 0):.2f}, "
+                         f"all {per['total_calls']:.2f}{writes}"))
+        for note in summary["notes"]:
+            rows.append(_row("calls", f"{summary['scenario']}: note", note))
+    return rows
+
+
 def print_table(rows: list[Row]) -> None:
     """Print the consolidated table."""
     widths = {k: max(len(k), *(len(str(r[k] if r[k] is not None else "-")) for r in rows)) for k in rows[0]}
@@ -265,11 +285,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run the selected benches, print the table, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="every bench in its --quick form")
-    parser.add_argument("--only", help="comma-separated subset of: overhead,store,tree,notebook")
+    parser.add_argument("--only", help="comma-separated subset of: overhead,store,tree,notebook,calls")
     parser.add_argument("--dir", help="directory for file stores' temporary traces (default: system temp)")
     parser.add_argument("--out", default=str(RESULTS), help=f"where to write the JSON (default {RESULTS.relative_to(REPO)})")
     args = parser.parse_args(argv)
-    keys = ["overhead", "store", "tree", "notebook"]
+    keys = ["overhead", "store", "tree", "notebook", "calls"]
     wanted = keys if not args.only else [k for k in keys if k in args.only.split(",")]
     quick = ["--quick"] if args.quick else []
     where = ["--dir", args.dir] if args.dir else []
@@ -317,6 +337,8 @@ def main(argv: list[str] | None = None) -> int:
                 outcome.data = parse_notebook(outcome.stdout)
             outcomes["notebook"] = outcome
             rows.extend(rows_notebook(outcome, args.quick))
+        if "calls" in wanted:
+            bench("calls", "store_calls.py", where, 120, rows_calls)
     seconds = time.perf_counter() - started
     print_table(rows)
     env["load_average_at_end"] = list(os.getloadavg())

@@ -117,7 +117,8 @@ async def run_recursive_agents(ctx: ToolContext, raw_briefs: list[Any], *, mode:
     count = len(briefs)
     async with runner.lock(f"children:{ctx.trace_id}"):
         parent = await store.get_trace(ctx.trace_id)
-        created_before = parent.lineage.child_count if parent else 0
+        assert parent is not None
+        created_before = parent.lineage.child_count
         if created_before + count > MAX_CHILDREN_PER_PARENT:
             raise ToolError(
                 f"child quota: this agent has created {created_before} of {MAX_CHILDREN_PER_PARENT} direct children; "

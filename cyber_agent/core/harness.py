@@ -50,7 +50,7 @@ def _budgeted(llm: LLMCall, budget: ResourceBudgetController) -> LLMCall:
                                     completion_tokens=response.usage.completion_tokens, cost_usd=response.cost)
         return response
 
-    return call  # type: ignore[return-value]
+    return call
 
 
 class RunHarness:

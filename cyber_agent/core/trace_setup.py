@@ -184,7 +184,7 @@ async def _prepare_new(
     root_setup: RootSetup | None = None
     if config.parent_trace_id is None:
         policy, root_setup = _root_setup(config)
-        if root_setup is not None:
+        if root_setup is not None and root_setup.anchor is not None:
             messages = [*messages, {"role": "user", "content": _anchor_message(root_setup.anchor)}]
     else:
         parent = await store.get_trace(config.parent_trace_id)

@@ -108,7 +108,7 @@ async def resume_batch(runner: AgentRunner, prepared: PreparedRun, config: RunCo
     batch = prepared.resume_batch
     assistant = await runner.trace_store.get_message(batch.assistant_message_id)
     calls = {c.id: c for c in (assistant.tool_calls if assistant else [])}
-    plan = []
+    plan: list[tuple[Any, dict[str, Any], str | None]] = []
     for item in batch.calls:
         call = calls[item.call_id]
         if item.decision == "approve":

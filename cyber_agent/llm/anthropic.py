@@ -79,8 +79,9 @@ class _EventAssembler:
             block = self.blocks.setdefault(event.get("index", 0), _Block(kind="text"))
             delta = event.get("delta") or {}
             if delta.get("type") == "text_delta":
-                block.text.append(delta.get("text", ""))
-                return delta.get("text", "")
+                text: str = delta.get("text", "")
+                block.text.append(text)
+                return text
             if delta.get("type") == "input_json_delta":
                 block.text.append(delta.get("partial_json", ""))
         elif kind == "message_delta":

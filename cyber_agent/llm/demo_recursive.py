@@ -63,7 +63,7 @@ def _root(state: Any, path: str) -> Step:
     if accepted is None:
         return "", [("agent", {"task_brief": {"objective": f"Compute the revenue (units × unit_price) of every region in {path}",
                                               "completion_criteria": [f"every region in {path} has its revenue reported as the sum of units × unit_price over all of its rows"]}})]
-    best = max(accepted, key=accepted.get)
+    best = max(accepted, key=accepted.__getitem__)
     summary = f"Top region: {best} with revenue {accepted[best]:.2f}"
     if "goal" in state.tools and not state.made("goal", done=summary):
         return "", [("goal", {"done": f"Revenue verified for {len(accepted)} regions"}), ("goal", {"focus": "3"}),
@@ -210,7 +210,7 @@ def _judge(criterion: str, claims: dict[str, float], truth: dict[str, float], pa
             return "fail", f"missing or wrong: {', '.join(wrong)} (recomputed from the whole file).{note}"
         return "pass", f"all {len(truth)} regions match the recomputed totals"
     if "highest" in lowered or "top region" in lowered:
-        best = max(truth, key=truth.get)
+        best = max(truth, key=truth.__getitem__)
         named = claims.get(best)
         ok = named is not None and abs(named - truth[best]) < 0.005
         return ("pass" if ok else "fail"), f"recomputed top region {best} ({truth[best]:.2f})"

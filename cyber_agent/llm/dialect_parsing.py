@@ -184,7 +184,7 @@ def _calls_from_value(value: Any, raw: str) -> list[_Found]:
 def _is_call_shape(obj: Any) -> bool:
     if not isinstance(obj, dict):
         return False
-    fn = obj.get("function") if isinstance(obj.get("function"), dict) else obj
+    fn = obj["function"] if isinstance(obj.get("function"), dict) else obj
     return isinstance(fn.get("name"), str) and bool(fn["name"].strip()) and any(
         k in fn for k in ("arguments", "parameters"))
 

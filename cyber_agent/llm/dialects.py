@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, Literal
 
 from cyber_agent.errors import ConfigurationError
@@ -195,7 +195,7 @@ def _render_result(message: dict[str, Any], names: dict[str, str]) -> str:
     content = message.get("content")
     if isinstance(content, list):
         content = "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    attr = lambda v: v.replace("&", "&amp;").replace('"', "&quot;")  # noqa: E731
+    attr: Callable[[str], str] = lambda v: v.replace("&", "&amp;").replace('"', "&quot;")  # noqa: E731
     return f'<tool_result id="{attr(call_id)}" name="{attr(name)}">\n{content or ""}\n</tool_result>'
 
 

@@ -67,7 +67,7 @@ class RetryPolicy:
 
     def backoff(self, retry_index: int, rand: float) -> float:
         """Return the delay before retry `retry_index` (0-based) when the server gave no hint."""
-        delay = min(self.max_delay, self.base_delay * (2**retry_index))
+        delay = min(self.max_delay, self.base_delay * (2.0**retry_index))
         return max(0.0, delay * (1.0 + self.jitter * (2.0 * rand - 1.0)))
 
 
@@ -114,7 +114,7 @@ class ServerSentEvent:
 
 
 async def _iter_sse(lines: AsyncIterator[str]) -> AsyncIterator[ServerSentEvent]:
-    event, data = "", []
+    event, data = "", list[str]()
     async for line in lines:
         if not line:
             if data:

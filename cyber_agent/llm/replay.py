@@ -32,8 +32,9 @@ def _default(value: object) -> object:
 
 def canonical_request(messages: list[dict[str, Any]], model: str, tools: list[dict[str, Any]] | None) -> dict[str, Any]:
     """Return the JSON-normalized part of a request that replay compares (temperature excluded)."""
-    return json.loads(json.dumps({"messages": messages, "model": model, "tools": tools or []},
-                                 default=_default, ensure_ascii=False))
+    request: dict[str, Any] = json.loads(json.dumps({"messages": messages, "model": model, "tools": tools or []},
+                                                    default=_default, ensure_ascii=False))
+    return request
 
 
 def _dump(value: object) -> str:

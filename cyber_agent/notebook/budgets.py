@@ -185,7 +185,7 @@ def plot_budget(source: StoreSource | TraceFrames | pd.DataFrame, root_trace_id:
             text = f"{_fmt(row['used'], row['unit'])} {row['unit'] if row['unit'] not in ('USD', 's') else ''} used · no limit".replace("  ", " ")
         if isinstance(row["refusal"], str):
             text += " · refused"
-        ax.text(end + 1.5 if has_limit else 1.5, yi, text, va="center", fontsize=8, zorder=3)
+        ax.text(end + 1.5 if has_limit else 1.5, float(yi), text, va="center", fontsize=8, zorder=3)
     ax.set_yticks(y, [str(r).replace("_", " ") for r in frame.index], fontsize=9)
     ax.invert_yaxis()
     ax.set_xlim(0, 112)

@@ -74,7 +74,7 @@ class TreeIndex:
             depth = lineage.get("depth")
             self.depth[trace_id] = depth if isinstance(depth, int) else computed_depth
             root = lineage.get("root_trace_id")
-            self.root[trace_id] = root if isinstance(root, str) else self.root.get(parent, trace_id)
+            self.root[trace_id] = root if isinstance(root, str) else (self.root.get(parent, trace_id) if parent else trace_id)
 
 
 def trace_rows(records: Sequence[TraceRecord], index: TreeIndex, names: Sequence[str]) -> Columns:
@@ -423,7 +423,7 @@ def validation_rows(records: Sequence[TraceRecord], names: Sequence[str]) -> Col
         for number, validation in enumerate(_protocol(record).get("validations") or []):
             if not isinstance(validation, dict):
                 continue
-            criteria = [c for c in validation.get("criteria") or [] if isinstance(c, dict)] or [None]
+            criteria: list[dict[str, Any] | None] = [c for c in validation.get("criteria") or [] if isinstance(c, dict)] or [None]
             for position, criterion in enumerate(criteria):
                 criterion = criterion or {}
                 values = {

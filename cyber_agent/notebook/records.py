@@ -237,7 +237,7 @@ async def _read_files(
 
 def _read_messages(directory: Path) -> list[dict[str, Any]]:
     # The hot loop of big frames: plain strings and one open per file, nothing else.
-    out = []
+    out: list[dict[str, Any]] = []
     loads = json.loads
     try:
         entries = os.scandir(directory)

@@ -230,6 +230,6 @@ def _event(raw: dict[str, Any]) -> TraceEvent:
         return TraceEvent.model_validate(raw)
     # An event type from a newer version: keep it as data instead of refusing the whole export.
     return TraceEvent.model_construct(
-        event_id=int(raw.get("event_id", 0)), trace_id=str(raw.get("trace_id", "")), type=raw.get("type"),
+        event_id=int(raw.get("event_id", 0)), trace_id=str(raw.get("trace_id", "")), type=raw.get("type"),  # type: ignore[arg-type]  # a type outside EventType on purpose (see above)
         payload=dict(raw.get("payload") or {}), created_at=parse_time(raw.get("created_at")),
     )

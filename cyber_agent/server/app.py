@@ -98,7 +98,8 @@ def create_app(
         # H11: POST /api/triage classifies an external event; a full run starts a normal trace.
         from cyber_agent.trace.triage_api import triage_router
 
-        app.include_router(triage_router(lambda: triage, lambda: state.runner, lambda: state.runs.launch))
+        # triage_api's `Launch` passes an AsyncIterator; RunManager.launch needs the generator runner.run returns.
+        app.include_router(triage_router(lambda: triage, lambda: state.runner, lambda: state.runs.launch))  # type: ignore[arg-type,return-value]
     # add_middleware wraps: the last one added is outermost, so Host/Origin refusals come first.
     app.add_middleware(CORSMiddleware, allow_origins=list(origins), allow_methods=["GET", "POST"],
                        allow_headers=["Content-Type"], allow_credentials=False)

@@ -106,7 +106,7 @@ class ToolSpec:
             parsed = self.args_model.model_validate(dict(arguments))
         except ValidationError as exc:
             raise ToolArgumentError(_describe_validation_error(self, exc)) from None
-        return {info.alias: getattr(parsed, attr) for attr, info in type(parsed).model_fields.items()}
+        return {info.alias or attr: getattr(parsed, attr) for attr, info in type(parsed).model_fields.items()}
 
     def apply_edits(self, arguments: Mapping[str, Any], edits: Mapping[str, Any]) -> dict[str, Any]:
         """Merge a reviewer's edits into a call's arguments; refuse edits outside `editable_params`."""
@@ -285,7 +285,7 @@ def _build_spec(
     func: Callable[..., Any], name: str | None, description: str | None, requires_confirmation: bool,
     editable_params: tuple[str, ...], side_effects: bool, run_in_thread: bool, category: str | None,
 ) -> ToolSpec:
-    name = name or getattr(func, "__name__", "")
+    name = name or str(getattr(func, "__name__", ""))
     if not _NAME_RE.match(name):
         raise ConfigurationError(f"tool {name!r}", "names must match [A-Za-z0-9_-]{1,64}; pass name=")
     is_async = inspect.iscoroutinefunction(func)

@@ -106,7 +106,7 @@ def truncate_result(text: str, max_bytes: int, *, tail_bytes: int = 0) -> tuple[
     tail = _tail(data, min(tail_bytes, room // 2)) if middle else b""
     head = _head(data, room - len(tail))
     dropped = len(data) - len(head) - len(tail)
-    decode = lambda raw: raw.decode("utf-8", "surrogatepass")  # noqa: E731
+    decode: Callable[[bytes], str] = lambda raw: raw.decode("utf-8", "surrogatepass")  # noqa: E731
     return decode(head) + _marker(dropped, middle) + decode(tail), True
 
 

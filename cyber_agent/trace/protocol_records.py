@@ -13,7 +13,7 @@ import json
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from cyber_agent.trace.clock import utc_now
 
@@ -79,8 +79,8 @@ class RootTaskAnchor(BaseModel):
 
     @field_validator("completion_criteria", "constraints")
     @classmethod
-    def _items(cls, value: list[str], info) -> list[str]:  # noqa: ANN001 - pydantic ValidationInfo
-        return _clean_items(value, info.field_name)
+    def _items(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        return _clean_items(value, info.field_name or "items")
 
     def content_hash(self) -> str:
         """SHA-256 of the canonical JSON of the anchor."""
@@ -107,7 +107,7 @@ class TaskBrief(BaseModel):
 
     @field_validator("objective", "reason")
     @classmethod
-    def _text(cls, value: str, info) -> str:  # noqa: ANN001 - pydantic ValidationInfo
+    def _text(cls, value: str, info: ValidationInfo) -> str:
         value = " ".join(value.split())
         if info.field_name == "objective" and not value:
             raise ValueError("objective must not be blank")
@@ -115,8 +115,8 @@ class TaskBrief(BaseModel):
 
     @field_validator("completion_criteria", "expected_outputs", "constraints")
     @classmethod
-    def _items(cls, value: list[str], info) -> list[str]:  # noqa: ANN001
-        return _clean_items(value, info.field_name)
+    def _items(cls, value: list[str], info: ValidationInfo) -> list[str]:
+        return _clean_items(value, info.field_name or "items")
 
 
 class ArtifactRef(BaseModel):

@@ -25,9 +25,9 @@ import os
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from cyber_agent.errors import CorruptRecordError, InvalidIdError
 from cyber_agent.trace.events import TraceEvent
@@ -41,6 +41,7 @@ __all__ = ["FileSystemTraceStore"]
 
 _SIDE_RECORDS = {"resource_usage": "resource_usage.json", "tool_approvals": "tool_approvals.json"}
 _CHUNK = 1 << 16
+_M = TypeVar("_M", bound=BaseModel)
 # O_BINARY: no newline translation on Windows; O_CLOEXEC: no fd leaks into subprocesses.
 _EXTRA_FLAGS = getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0)
 _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _EXTRA_FLAGS
@@ -142,7 +143,7 @@ class FileSystemTraceStore(BaseTraceStore):
             os.close(fd)
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
-    def _parse(self, path: str, model: type[Any]) -> Any:
+    def _parse(self, path: str, model: type[_M]) -> _M | None:
         raw = self._read_bytes(path)
         if raw is None:
             return None

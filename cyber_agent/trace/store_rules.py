@@ -8,15 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from cyber_agent.errors import InvalidUpdateError
 from cyber_agent.trace.goal_models import Goal, GoalTree
 from cyber_agent.trace.models import Message, Trace
 
 __all__: list[str] = []
+
+_M = TypeVar("_M", bound=BaseModel)
 
 _FINAL = frozenset({"completed", "failed", "stopped"})
 # Totals are derived from the messages; total_messages is also the sequence counter.
@@ -33,12 +35,12 @@ _MESSAGE_FIELDS = frozenset(Message.model_fields) - _MESSAGE_FIXED
 _GOAL_FIELDS = frozenset(Goal.model_fields) - {"id", "self_stats", "cumulative_stats"}
 
 
-def _copy(model: Any) -> Any:
+def _copy(model: _M) -> _M:
     """Return an independent copy; a JSON round trip is several times cheaper than a deep copy."""
     return type(model).model_validate_json(model.model_dump_json())
 
 
-def _assign(model: Any, updates: dict[str, Any], what: str) -> Any:
+def _assign(model: _M, updates: dict[str, Any], what: str) -> _M:
     """Return a shallow copy of `model` with `updates` validated and applied."""
     candidate = model.model_copy()
     try:

@@ -165,7 +165,7 @@ def test_cli_show_refuses_traversal_ids(tree, bad, capsys):
 
 
 # ---- REST API -------------------------------------------------------------------------------------
-api = pytest.importorskip("cyber_agent.server.app", reason="the REST API (cyber_agent/trace/api.py) is not there yet")
+api = pytest.importorskip("cyber_agent.server.app", reason="the REST API (cyber_agent/server/query_api.py) is not there yet")
 URL_IDS = ["..", "%2e%2e", "..%2Foutside", "%2E%2E%2F%2E%2E%2Foutside", "..%5Coutside", "outside%00", "....",
            "a%2F..%2F..%2Foutside", ".outside"]
 

@@ -7,7 +7,7 @@ are FastAPI dependencies, so they may take `Request` or the server's `State`. Wi
 `get_launch` a react/full_run run is awaited inside the request and the answer carries its
 final status. With `get_launch` (the server passes its `RunManager.launch`) the run starts in
 the background and the answer comes at once with status "running" and the trace id to watch.
-Like `trace/run_api.py`, this module sits on top of the runner and composes `core/`.
+Like `server/run_api.py`, this module sits on top of the runner and composes `core/`.
 """
 
 from __future__ import annotations

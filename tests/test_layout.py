@@ -4,7 +4,13 @@ server, tools depend on trace and llm, HTTP routing lives in server, nothing imp
 from __future__ import annotations
 
 import ast
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "cyber_agent"
@@ -99,3 +105,26 @@ def test_modules_stay_under_the_defect_size():
     for path in PACKAGE.rglob("*.py"):
         lines = path.read_text(encoding="utf-8").count("\n")
         assert lines <= 800, f"{path.relative_to(ROOT)} has {lines} lines; split it by responsibility"
+
+
+PROVIDER_MODULES = ("cyber_agent.llm.openai_compat", "cyber_agent.llm.anthropic", "cyber_agent.llm.http_retry",
+                    "cyber_agent.llm.resolve", "cyber_agent.core")
+
+
+@pytest.mark.parametrize("leaf", ["cyber_agent.trace.models", "cyber_agent.llm.types"])
+def test_importing_a_leaf_type_loads_neither_httpx_nor_a_provider(leaf):
+    code = f"import {leaf}, sys, json; print(json.dumps(sorted(sys.modules)))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env, cwd=ROOT)
+    loaded = set(json.loads(out.stdout))
+    assert leaf in loaded  # the probe really imported it
+    heavy = sorted(m for m in loaded if m == "httpx" or m.startswith(PROVIDER_MODULES))
+    assert not heavy, f"import {leaf} also loads {heavy}"
+
+
+def test_lazy_package_exports_still_resolve_in_a_fresh_process():
+    code = ("import cyber_agent, cyber_agent.llm as llm; "
+            "assert cyber_agent.AgentRunner.__module__ == 'cyber_agent.core.runner'; "
+            "assert llm.OpenAICompatModel.__module__ == 'cyber_agent.llm.openai_compat'; "
+            "from cyber_agent.llm import ScriptedModel, AnthropicModel; from cyber_agent import RunConfig")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

@@ -1,15 +1,23 @@
-"""The import direction of the house style: llm is the lowest leaf, trace never imports core,
-tools depend on trace and llm, nothing imports notebook."""
+"""The import direction of the house style: llm is the lowest leaf, trace never imports core or
+server, tools depend on trace and llm, HTTP routing lives in server, nothing imports notebook."""
 
 from __future__ import annotations
 
 import ast
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "cyber_agent"
 # The runner's own tools start children and validators, so they may reach into core/.
 TOOLS_ALLOWED_TO_USE_CORE = {"subagent.py", "protocol_tools.py", "web_tools.py", "self_heal.py"}
+# The seed's paths of two server modules (seed 003); each only re-exports cyber_agent/server/.
+TRACE_SEED_REEXPORTS = ("api.py", "websocket.py")
 
 
 def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
@@ -26,26 +34,49 @@ def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
     return out
 
 
-def imports_of(path: Path) -> set[str]:
+def imports_of(path: Path, prefix: str = "cyber_agent") -> set[str]:
     names: set[str] = set()
     for node in _runtime_nodes(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
         elif isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
-    return {n for n in names if n.startswith("cyber_agent")}
+    return {n for n in names if n.startswith(prefix)}
 
 
 def modules(sub: str) -> list[Path]:
     return sorted((PACKAGE / sub).rglob("*.py"))
 
 
-def test_trace_never_imports_core_tools_or_notebook():
+def test_trace_never_imports_core_tools_server_or_notebook():
     for path in modules("trace"):
-        if path.name.endswith("api.py") or path.name in ("websocket.py", "reflection.py") or path.parent.name == "server":
-            continue  # the API sits on top and composes the runner
-        bad = {n for n in imports_of(path) if n.startswith(("cyber_agent.core", "cyber_agent.tools", "cyber_agent.notebook"))}
+        upper = ("cyber_agent.core", "cyber_agent.tools", "cyber_agent.server", "cyber_agent.notebook")
+        if path.name in TRACE_SEED_REEXPORTS:
+            continue  # checked by test_trace_seed_paths_only_re_export_the_server
+        bad = {n for n in imports_of(path) if n.startswith(upper)}
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_trace_seed_paths_only_re_export_the_server():
+    """trace/api.py and trace/websocket.py: a docstring, imports from server/ and `__all__`, nothing else."""
+    for name in TRACE_SEED_REEXPORTS:
+        tree = ast.parse((PACKAGE / "trace" / name).read_text(encoding="utf-8"))
+        body = tree.body
+        assert isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant), f"trace/{name}: no docstring"
+        for node in body[1:]:
+            if isinstance(node, ast.ImportFrom):
+                assert node.module and node.module.startswith("cyber_agent.server."), f"trace/{name} imports {node.module}"
+            else:
+                assert isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "__all__", (
+                    f"trace/{name} holds more than a re-export: {ast.unparse(node)[:80]}")
+
+
+def test_http_routing_lives_in_server():
+    for path in PACKAGE.rglob("*.py"):
+        if "server" in path.relative_to(PACKAGE).parts or path.name in TRACE_SEED_REEXPORTS:
+            continue
+        bad = {n for n in imports_of(path, prefix="") if n.split(".")[0] in ("fastapi", "starlette")}
+        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}: routes belong in cyber_agent/server/"
 
 
 def test_llm_imports_only_errors_and_itself():
@@ -74,3 +105,26 @@ def test_modules_stay_under_the_defect_size():
     for path in PACKAGE.rglob("*.py"):
         lines = path.read_text(encoding="utf-8").count("\n")
         assert lines <= 800, f"{path.relative_to(ROOT)} has {lines} lines; split it by responsibility"
+
+
+PROVIDER_MODULES = ("cyber_agent.llm.openai_compat", "cyber_agent.llm.anthropic", "cyber_agent.llm.http_retry",
+                    "cyber_agent.llm.resolve", "cyber_agent.core")
+
+
+@pytest.mark.parametrize("leaf", ["cyber_agent.trace.models", "cyber_agent.llm.types"])
+def test_importing_a_leaf_type_loads_neither_httpx_nor_a_provider(leaf):
+    code = f"import {leaf}, sys, json; print(json.dumps(sorted(sys.modules)))"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env, cwd=ROOT)
+    loaded = set(json.loads(out.stdout))
+    assert leaf in loaded  # the probe really imported it
+    heavy = sorted(m for m in loaded if m == "httpx" or m.startswith(PROVIDER_MODULES))
+    assert not heavy, f"import {leaf} also loads {heavy}"
+
+
+def test_lazy_package_exports_still_resolve_in_a_fresh_process():
+    code = ("import cyber_agent, cyber_agent.llm as llm; "
+            "assert cyber_agent.AgentRunner.__module__ == 'cyber_agent.core.runner'; "
+            "assert llm.OpenAICompatModel.__module__ == 'cyber_agent.llm.openai_compat'; "
+            "from cyber_agent.llm import ScriptedModel, AnthropicModel; from cyber_agent import RunConfig")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)

@@ -1,25 +1,44 @@
-"""Model layer: the llm_call contract, providers over httpx, fakes, the offline demo model, record/replay and cost."""
+"""Model layer: the llm_call contract, providers over httpx, fakes, the offline demo model, record/replay and cost.
 
-from cyber_agent.llm.anthropic import ANTHROPIC_DEFAULT_BASE_URL, AnthropicModel
-from cyber_agent.llm.anthropic_format import to_anthropic_messages, to_anthropic_tools
-from cyber_agent.llm.demo import DemoModel
-from cyber_agent.llm.dialects import (
-    DialectLLM,
-    DialectName,
-    NativeDialect,
-    PFormatDialect,
-    ToolDialect,
-    XmlDialect,
-    choose_dialect,
-)
-from cyber_agent.llm.fakes import FunctionModel, ModelFunction, ModelRequest, Reply, ScriptedModel, ToolCallSpec
-from cyber_agent.llm.http_retry import DEFAULT_TIMEOUT, RetryPolicy, Sleep
-from cyber_agent.llm.openai_compat import OPENAI_DEFAULT_BASE_URL, OpenAICompatModel
-from cyber_agent.llm.pricing import PRICE_TABLE, PRICES_AS_OF, ModelPrice, compute_cost, lookup_price
-from cyber_agent.llm.replay import Exchange, RecordingLLM, ReplayLLM, load_exchanges
-from cyber_agent.llm.resolve import Provider, ResolvedModel, resolve_llm
-from cyber_agent.llm.toolcall_json import parse_tool_arguments
-from cyber_agent.llm.types import DeltaCallback, LLMCall, LLMResponse, ToolCall, Usage
+Every name below is imported on first use (`__getattr__`), so `import cyber_agent.llm.types` (and
+everything built on the types, such as `cyber_agent.trace.models`) loads neither httpx nor any
+provider. `tests/llm/test_exports.py` checks that the lazy table, the type-checking imports and
+`__all__` agree.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cyber_agent.llm.anthropic import ANTHROPIC_DEFAULT_BASE_URL, AnthropicModel
+    from cyber_agent.llm.anthropic_format import to_anthropic_messages, to_anthropic_tools
+    from cyber_agent.llm.demo import DemoModel
+    from cyber_agent.llm.dialects import (
+        DialectLLM,
+        DialectName,
+        NativeDialect,
+        PFormatDialect,
+        ToolDialect,
+        XmlDialect,
+        choose_dialect,
+    )
+    from cyber_agent.llm.fakes import (
+        FunctionModel,
+        ModelFunction,
+        ModelRequest,
+        Reply,
+        ScriptedModel,
+        ToolCallSpec,
+    )
+    from cyber_agent.llm.http_retry import DEFAULT_TIMEOUT, RetryPolicy, Sleep
+    from cyber_agent.llm.openai_compat import OPENAI_DEFAULT_BASE_URL, OpenAICompatModel
+    from cyber_agent.llm.pricing import PRICE_TABLE, PRICES_AS_OF, ModelPrice, compute_cost, lookup_price
+    from cyber_agent.llm.replay import Exchange, RecordingLLM, ReplayLLM, load_exchanges
+    from cyber_agent.llm.resolve import Provider, ResolvedModel, resolve_llm
+    from cyber_agent.llm.toolcall_json import parse_tool_arguments
+    from cyber_agent.llm.types import DeltaCallback, LLMCall, LLMResponse, ToolCall, Usage
 
 __all__ = [
     "ANTHROPIC_DEFAULT_BASE_URL",
@@ -64,3 +83,34 @@ __all__ = [
     "to_anthropic_messages",
     "to_anthropic_tools",
 ]
+
+_LAZY: dict[str, tuple[str, ...]] = {
+    "anthropic": ("ANTHROPIC_DEFAULT_BASE_URL", "AnthropicModel"),
+    "anthropic_format": ("to_anthropic_messages", "to_anthropic_tools"),
+    "demo": ("DemoModel",),
+    "dialects": ("DialectLLM", "DialectName", "NativeDialect", "PFormatDialect", "ToolDialect", "XmlDialect", "choose_dialect"),
+    "fakes": ("FunctionModel", "ModelFunction", "ModelRequest", "Reply", "ScriptedModel", "ToolCallSpec"),
+    "http_retry": ("DEFAULT_TIMEOUT", "RetryPolicy", "Sleep"),
+    "openai_compat": ("OPENAI_DEFAULT_BASE_URL", "OpenAICompatModel"),
+    "pricing": ("PRICE_TABLE", "PRICES_AS_OF", "ModelPrice", "compute_cost", "lookup_price"),
+    "replay": ("Exchange", "RecordingLLM", "ReplayLLM", "load_exchanges"),
+    "resolve": ("Provider", "ResolvedModel", "resolve_llm"),
+    "toolcall_json": ("parse_tool_arguments",),
+    "types": ("DeltaCallback", "LLMCall", "LLMResponse", "ToolCall", "Usage"),
+}
+"""Module (under `cyber_agent.llm`) → the names it gives this package."""
+_ORIGIN = {name: module for module, names in _LAZY.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a re-exported name from its module on first use."""
+    module = _ORIGIN.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,5 +1,8 @@
 """ReadOnlyTraceStore: loaded traces behind the TraceStore protocol, with every write refused.
 
+The writes are not written out one by one: every name in
+`cyber_agent/trace/protocols.py:WRITE_METHODS` raises the same StoreError.
+
 `load_export` returns one, so an exported tree can be inspected with the same helpers (and the
 same `TraceStore` calls) as a live store, without anything being able to run on it.
 """
@@ -7,7 +10,7 @@ same `TraceStore` calls) as a live store, without anything being able to run on 
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterable
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, NoReturn
 
@@ -15,17 +18,18 @@ from pydantic import ValidationError
 
 from cyber_agent.errors import CorruptRecordError, MessageNotFoundError, StoreError, TraceNotFoundError
 from cyber_agent.notebook.display import RichDisplay, html_table
-from cyber_agent.notebook.records import TraceRecord, parse_time
 from cyber_agent.trace.events import EVENT_TYPES, TraceEvent
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Message, Trace, TraceMode, TraceStatus
+from cyber_agent.trace.protocols import WRITE_METHODS
+from cyber_agent.trace.records import TraceRecord, parse_time, select_trees
 from cyber_agent.trace.trace_id import parse_message_id
 
 __all__ = ["ReadOnlyTraceStore"]
 
 
 class ReadOnlyTraceStore(RichDisplay):
-    """A TraceStore over loaded records: reads work, writes raise StoreError."""
+    """A TraceReader over loaded records; every TraceStore write raises StoreError."""
 
     def __init__(self, records: Iterable[TraceRecord], *, source: str = "<records>") -> None:
         self.source = source
@@ -76,17 +80,16 @@ class ReadOnlyTraceStore(RichDisplay):
         return html_table([[root, count, task] for root, task, count in self._roots()], ["root trace", "traces", "task"],
                           caption=f"read-only traces from {self.source}")
 
-    # ---- record access (used by read_records) -----------------------------------------
-    def metas(self) -> list[dict[str, Any]]:
-        """The raw trace metas, in load order."""
-        return [r.trace for r in self._records.values()]
-
-    def record(self, trace_id: str, *, messages: bool = True, events: bool = True) -> TraceRecord:
-        """The raw record of one trace (optionally without messages or events)."""
-        record = self._require(trace_id)
+    # ---- TraceStore: bulk read -----------------------------------------------------------
+    async def read_records(
+        self, root_ids: Sequence[str] | None = None, *, messages: bool = True, events: bool = True
+    ) -> list[TraceRecord]:
+        """The loaded records of the trees under `root_ids` (all when None), parents first."""
+        selected = select_trees([r.trace for r in self._records.values()], root_ids)
+        out = [self._records[m["trace_id"]] for m in selected]
         if messages and events:
-            return record
-        return replace(record, messages=record.messages if messages else [], events=record.events if events else [])
+            return out
+        return [replace(r, messages=r.messages if messages else [], events=r.events if events else []) for r in out]
 
     def _require(self, trace_id: str) -> TraceRecord:
         record = self._records.get(trace_id)
@@ -177,52 +180,22 @@ class ReadOnlyTraceStore(RichDisplay):
         self._require(trace_id)
         return [e.model_copy(deep=True) for e in self._events[trace_id] if e.event_id > since_event_id]
 
-    # ---- TraceStore: writes are refused -------------------------------------------------
-    def _refuse(self, *_: Any, **__: Any) -> NoReturn:
+def _refuse_write(name: str) -> Callable[..., Coroutine[Any, Any, NoReturn]]:
+    async def refuse(self: ReadOnlyTraceStore, *_: Any, **__: Any) -> NoReturn:
         raise StoreError(
-            f"{self!r} is read-only: it holds loaded traces and nothing can run on it; "
+            f"{self!r} is read-only: it holds loaded traces and nothing can run on it ({name} refused); "
             "run again with a FileSystemTraceStore or an InMemoryTraceStore"
         )
 
-    async def create_trace(self, trace: Trace) -> str:
-        """Refused: read-only."""
-        self._refuse()
+    refuse.__name__ = refuse.__qualname__ = name
+    refuse.__doc__ = "Refused: read-only."
+    return refuse
 
-    async def update_trace(self, trace_id: str, **updates: Any) -> Trace:
-        """Refused: read-only."""
-        self._refuse()
 
-    async def replace_resource_usage(self, root_trace_id: str, usage: dict[str, Any]) -> None:
-        """Refused: read-only."""
-        self._refuse()
-
-    async def update_goal_tree(self, trace_id: str, tree: GoalTree) -> None:
-        """Refused: read-only."""
-        self._refuse()
-
-    async def add_goal(self, trace_id: str, goal: Any) -> None:
-        """Refused: read-only."""
-        self._refuse()
-
-    async def update_goal(self, trace_id: str, goal_id: str, **updates: Any) -> list[Any]:
-        """Refused: read-only."""
-        self._refuse()
-
-    async def add_message(self, message: Message) -> str:
-        """Refused: read-only."""
-        self._refuse()
-
-    async def update_message(self, message_id: str, **updates: Any) -> Message:
-        """Refused: read-only."""
-        self._refuse()
-
-    async def append_event(self, trace_id: str, event_type: str, payload: dict[str, Any]) -> int:
-        """Refused: read-only."""
-        self._refuse()
-
-    async def replace_tool_approvals(self, trace_id: str, state: dict[str, Any]) -> None:
-        """Refused: read-only."""
-        self._refuse()
+# Every write of the protocol, refused in one place (so a new write method is refused too).
+for _name in WRITE_METHODS:
+    setattr(ReadOnlyTraceStore, _name, _refuse_write(_name))
+del _name
 
 
 def _event(raw: dict[str, Any]) -> TraceEvent:

@@ -1,8 +1,10 @@
 """The local Trace API server (the `server` extra: fastapi, uvicorn, websockets).
 
-`cyber_agent.trace` never imports this package; the API modules named by seed 003
-(`trace/api.py`, `trace/run_api.py`, `trace/websocket.py`) and the helpers here sit on top of
-the runner. Reference: docs/trace-api.md.
+Every HTTP and WebSocket route lives here: `query_api.py` (seed 003 endpoints 1–3),
+`run_api.py` (4–9), `review_api.py` (approvals, extractions), `watch_api.py` (the WebSocket),
+`triage_api.py` (H11). They sit on top of the runner and compose `core/`. `cyber_agent.trace`
+never imports this package, except the seed's paths `trace/api.py` and `trace/websocket.py`,
+which only re-export `query_api` and `watch_api`. Reference: docs/trace-api.md.
 """
 
 from cyber_agent.server.app import create_app

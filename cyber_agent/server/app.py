@@ -2,9 +2,9 @@
 
     LocalOnlyMiddleware      Host localhost/127.0.0.1 only; Origin only local front-ends
       └─ CORSMiddleware      CORS headers for the allowed front-end origins
-           └─ routes         trace/api.py (query), trace/run_api.py (control),
+           └─ routes         server/query_api.py (query), server/run_api.py (control),
                              server/review_api.py (approvals, extractions),
-                             trace/websocket.py (watch)
+                             server/watch_api.py (watch), server/triage_api.py (triage, optional)
 
 The lifespan owns the `RunManager` (every background run) and, on start, recovers approvals:
 a batch that was executing when the previous process died becomes `execution_unknown` and
@@ -27,9 +27,14 @@ from cyber_agent.core.approvals import recover_approvals
 from cyber_agent.errors import ConfigurationError, CyberAgentError
 from cyber_agent.server.http_errors import error_responses, install_error_handlers
 from cyber_agent.server.local_only import DEFAULT_ALLOWED_ORIGINS, LocalOnlyMiddleware
+from cyber_agent.server.query_api import router as query_router
 from cyber_agent.server.review_api import resume
+from cyber_agent.server.review_api import router as review_router
+from cyber_agent.server.run_api import router as run_router
 from cyber_agent.server.runs import RunManager
 from cyber_agent.server.state import ServerState
+from cyber_agent.server.triage_api import triage_router
+from cyber_agent.server.watch_api import router as watch_router
 from cyber_agent.trace.protocols import TraceStore
 from cyber_agent.trace.reflection import CognitionLog
 
@@ -71,13 +76,6 @@ def create_app(
             await _recover(state)
             yield
 
-    # Imported here, not at the top: the API modules import helpers of this package, and
-    # `cyber_agent/server/__init__.py` imports this module, so a top-level import would be circular.
-    from cyber_agent.server.review_api import router as review_router
-    from cyber_agent.trace.api import router as query_router
-    from cyber_agent.trace.run_api import router as run_router
-    from cyber_agent.trace.websocket import router as watch_router
-
     app = FastAPI(
         title="cyber_agent Trace API",
         version="1",
@@ -96,10 +94,7 @@ def create_app(
     app.include_router(watch_router)
     if triage is not None:
         # H11: POST /api/triage classifies an external event; a full run starts a normal trace.
-        from cyber_agent.trace.triage_api import triage_router
-
-        # triage_api's `Launch` passes an AsyncIterator; RunManager.launch needs the generator runner.run returns.
-        app.include_router(triage_router(lambda: triage, lambda: state.runner, lambda: state.runs.launch))  # type: ignore[arg-type,return-value]
+        app.include_router(triage_router(lambda: triage, lambda: state.runner, lambda: state.runs.launch))
     # add_middleware wraps: the last one added is outermost, so Host/Origin refusals come first.
     app.add_middleware(CORSMiddleware, allow_origins=list(origins), allow_methods=["GET", "POST"],
                        allow_headers=["Content-Type"], allow_credentials=False)

@@ -1,4 +1,4 @@
-"""Request and response bodies of the control endpoints (`cyber_agent/trace/run_api.py`)."""
+"""Request and response bodies of the control endpoints (`cyber_agent/server/run_api.py`)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,9 @@ from typing import Any
 
 from cyber_agent.trace.events import TraceEvent
 from cyber_agent.trace.goal_models import GoalTree
+from cyber_agent.errors import CorruptRecordError
 from cyber_agent.trace.models import Message, Trace
+from cyber_agent.trace.records import JSONRecord, TraceRecord, share_message_events
 from cyber_agent.trace.store_base import BaseTraceStore
 
 __all__ = ["InMemoryTraceStore"]
@@ -81,6 +83,28 @@ class InMemoryTraceStore(BaseTraceStore):
 
     def _write_side_record(self, trace_id: str, name: str, data: str) -> None:
         self._side[(trace_id, name)] = data
+
+    def _read_record(self, meta: JSONRecord, *, messages: bool, events: bool) -> TraceRecord:
+        # The stored JSON text parsed directly: no pydantic, each message once (see trace/records.py).
+        trace_id = meta["trace_id"]
+        with self._lock(trace_id):
+            hot = self._hot.get(trace_id)
+            tree = (hot.tree if hot is not None else self._records[trace_id][1]).model_dump(mode="json")
+            raw = list(self._messages.get(trace_id, [])) if messages else []
+            lines = list(self._events.get(trace_id, [])) if events else []
+        parsed = [json.loads(data) for data in raw]
+        by_sequence = {m["sequence"]: m for m in parsed}
+        raw_by_sequence = {m["sequence"]: data for m, data in zip(parsed, raw, strict=True)}
+
+        def corrupt(number: int, exc: json.JSONDecodeError) -> Exception:
+            return CorruptRecordError(f"<memory>/{trace_id}/events", f"line {number} is not JSON ({exc.msg})")
+
+        return TraceRecord(
+            trace=meta, goal_tree=tree, messages=parsed,
+            events=share_message_events(enumerate(lines, start=1), raw_by_sequence, by_sequence, corrupt),
+            resource_usage=self._read_side_record(trace_id, "resource_usage"),
+            tool_approvals=self._read_side_record(trace_id, "tool_approvals"),
+        )
 
     def _all_traces(self) -> list[Trace]:
         return [record[0] for record in list(self._records.values())]

@@ -8,34 +8,31 @@ Error contract: an id that could escape the store raises `InvalidIdError` everyw
 unknown id makes `get_trace`, `get_goal_tree`, `get_message`, `get_resource_usage` and
 `get_tool_approvals` return None, and every other method raise `TraceNotFoundError`,
 `MessageNotFoundError` or `GoalNotFoundError`; an unreadable record raises `CorruptRecordError`.
+
+`TraceReader` is the read half (what the API, notebooks and exports need, `read_records`
+included); `TraceStore` adds the writes. A read-only view (an export) is a reader that refuses
+every name in `WRITE_METHODS`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from cyber_agent.trace.events import EventType, TraceEvent
 from cyber_agent.trace.goal_models import Goal, GoalTree
 from cyber_agent.trace.models import Message, Trace, TraceMode, TraceStatus
+from cyber_agent.trace.records import TraceRecord
 
-__all__ = ["TraceStore"]
+__all__ = ["WRITE_METHODS", "TraceReader", "TraceStore"]
 
 
 @runtime_checkable
-class TraceStore(Protocol):
-    """Persistence of traces, goal trees, messages, events, resource usage and approvals."""
-
-    # Traces
-    async def create_trace(self, trace: Trace) -> str:
-        """Persist a new trace and an empty goal tree; return its id."""
-        ...
+class TraceReader(Protocol):
+    """Reads of traces, goal trees, messages, events, side records, and whole trees in bulk."""
 
     async def get_trace(self, trace_id: str) -> Trace | None:
         """Return the trace, or None when it does not exist."""
-        ...
-
-    async def update_trace(self, trace_id: str, **updates: Any) -> Trace:
-        """Update trace fields (not trace_id or the totals); a status change appends `trace_status_changed`."""
         ...
 
     async def list_traces(
@@ -52,35 +49,12 @@ class TraceStore(Protocol):
         """Newest first; every filter is applied before `limit`."""
         ...
 
-    # Tree-wide resource usage of a recursive root
     async def get_resource_usage(self, root_trace_id: str) -> dict[str, Any] | None:
         """Return the root's usage record; None if never written or no such trace; CorruptRecordError if unreadable."""
         ...
 
-    async def replace_resource_usage(self, root_trace_id: str, usage: dict[str, Any]) -> None:
-        """Atomically replace the root's usage record."""
-        ...
-
-    # Goal tree
     async def get_goal_tree(self, trace_id: str) -> GoalTree | None:
         """Return the trace's goal tree."""
-        ...
-
-    async def update_goal_tree(self, trace_id: str, tree: GoalTree) -> None:
-        """Replace the goal tree; stats stay the store's (self_stats kept by goal id, cumulative recomputed)."""
-        ...
-
-    async def add_goal(self, trace_id: str, goal: Goal) -> None:
-        """Insert a goal (its stats start at zero) and append `goal_added`."""
-        ...
-
-    async def update_goal(self, trace_id: str, goal_id: str, **updates: Any) -> list[Goal]:
-        """Update a goal (status changes follow the tree's cascade rule); append `goal_updated`."""
-        ...
-
-    # Messages
-    async def add_message(self, message: Message) -> str:
-        """Assign the next sequence, persist, update totals and goal stats, append `message_added`."""
         ...
 
     async def get_message(self, message_id: str) -> Message | None:
@@ -99,24 +73,72 @@ class TraceStore(Protocol):
         """Messages recorded under a goal, in sequence order."""
         ...
 
-    async def update_message(self, message_id: str, **updates: Any) -> Message:
-        """Update fields of a message other than its identity, tree position and counted numbers."""
-        ...
-
-    # Events
-    async def append_event(self, trace_id: str, event_type: EventType, payload: dict[str, Any]) -> int:
-        """Append an event and return its id."""
-        ...
-
     async def get_events(self, trace_id: str, since_event_id: int = 0) -> list[TraceEvent]:
         """Events with id greater than `since_event_id`, in order."""
         ...
 
-    # Tool approvals (T8)
     async def get_tool_approvals(self, trace_id: str) -> dict[str, Any] | None:
         """Return the persisted approval state of the trace, or None."""
+        ...
+
+    async def read_records(
+        self, root_ids: Sequence[str] | None = None, *, messages: bool = True, events: bool = True
+    ) -> list[TraceRecord]:
+        """Every trace of the trees under `root_ids` (all traces when None) as JSON-mode records.
+
+        Parents first, siblings by (created_at, trace_id) (`cyber_agent/trace/records.py:select_trees`);
+        an unknown root raises TraceNotFoundError. Each record is what a fresh reader of the store
+        sees (messages above a checkpoint counted); each message is parsed once.
+        """
+        ...
+
+
+@runtime_checkable
+class TraceStore(TraceReader, Protocol):
+    """Persistence of traces, goal trees, messages, events, resource usage and approvals."""
+
+    async def create_trace(self, trace: Trace) -> str:
+        """Persist a new trace and an empty goal tree; return its id."""
+        ...
+
+    async def update_trace(self, trace_id: str, **updates: Any) -> Trace:
+        """Update trace fields (not trace_id or the totals); a status change appends `trace_status_changed`."""
+        ...
+
+    async def replace_resource_usage(self, root_trace_id: str, usage: dict[str, Any]) -> None:
+        """Atomically replace the root's usage record."""
+        ...
+
+    async def update_goal_tree(self, trace_id: str, tree: GoalTree) -> None:
+        """Replace the goal tree; stats stay the store's (self_stats kept by goal id, cumulative recomputed)."""
+        ...
+
+    async def add_goal(self, trace_id: str, goal: Goal) -> None:
+        """Insert a goal (its stats start at zero) and append `goal_added`."""
+        ...
+
+    async def update_goal(self, trace_id: str, goal_id: str, **updates: Any) -> list[Goal]:
+        """Update a goal (status changes follow the tree's cascade rule); append `goal_updated`."""
+        ...
+
+    async def add_message(self, message: Message) -> str:
+        """Assign the next sequence, persist, update totals and goal stats, append `message_added`."""
+        ...
+
+    async def update_message(self, message_id: str, **updates: Any) -> Message:
+        """Update fields of a message other than its identity, tree position and counted numbers."""
+        ...
+
+    async def append_event(self, trace_id: str, event_type: EventType, payload: dict[str, Any]) -> int:
+        """Append an event and return its id."""
         ...
 
     async def replace_tool_approvals(self, trace_id: str, state: dict[str, Any]) -> None:
         """Atomically replace the trace's approval state."""
         ...
+
+
+WRITE_METHODS: tuple[str, ...] = tuple(sorted(
+    name for name, value in vars(TraceStore).items() if not name.startswith("_") and callable(value)
+))
+"""The methods `TraceStore` adds to `TraceReader`: every write."""

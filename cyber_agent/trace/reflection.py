@@ -1,7 +1,7 @@
 """Reflection lessons and their review (SPEC T9 reflect): the cognition log and the experiences file.
 
 A reflection runs on the trace's `reflection` side branch (see
-`cyber_agent/trace/run_api.py:reflect`). Its answer is cut into lessons (`extract_lessons`),
+`cyber_agent/server/run_api.py:reflect`). Its answer is cut into lessons (`extract_lessons`),
 and each lesson waits in the cognition log until a person reviews it; only an approved lesson
 reaches the experiences file that future runs read.
 

@@ -33,6 +33,7 @@ from cyber_agent.errors import CorruptRecordError, InvalidIdError
 from cyber_agent.trace.events import TraceEvent
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Message, Trace
+from cyber_agent.trace.records import JSONRecord, TraceRecord, share_message_events
 from cyber_agent.trace.store_base import BaseTraceStore
 from cyber_agent.trace.store_rules import _evented_sequence
 from cyber_agent.trace.trace_id import message_id_for, validate_trace_id
@@ -302,6 +303,94 @@ class FileSystemTraceStore(BaseTraceStore):
 
     def _write_side_record(self, trace_id: str, name: str, data: str) -> None:
         self._write_atomic(self._dir(trace_id), _SIDE_RECORDS[name], data.encode())
+
+    # ---- bulk reads: the files parsed as JSON, each exactly once, without pydantic ------------
+    def _load_json(self, path: str) -> Any:
+        raw = self._read_bytes(path)
+        if raw is None:
+            return None
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise CorruptRecordError(path, f"invalid JSON ({exc.msg} at position {exc.pos})") from None
+
+    def _record_metas(self) -> list[JSONRecord]:
+        metas = []
+        with os.scandir(self._base) as entries:
+            names = [e.name for e in entries if not e.name.startswith(".") and e.is_dir()]
+        for name in names:
+            hot = self._hot.get(name)
+            if hot is not None:
+                with self._lock(name):
+                    metas.append(hot.trace.model_dump(mode="json"))
+                continue
+            meta = self._load_json(f"{self._base}/{name}/meta.json")
+            if isinstance(meta, dict) and "trace_id" in meta:
+                metas.append(meta)
+        return metas
+
+    def _read_record(self, meta: JSONRecord, *, messages: bool, events: bool) -> TraceRecord:
+        trace_id = meta["trace_id"]
+        directory = self._dir(trace_id)
+        hot = self._hot.get(trace_id)
+        if hot is not None:
+            with self._lock(trace_id):
+                goal_tree = hot.tree.model_dump(mode="json")
+        else:
+            goal_tree = self._load_json(f"{directory}/goal.json")
+            total = int(meta.get("total_messages") or 0)
+            if os.path.exists(self._message_path(trace_id, total + 1)):
+                # meta.json and goal.json are checkpoints; messages written after the last one are
+                # counted by the cold view (rare: a trace being written right now by another process).
+                view = self._cold_view(trace_id)
+                if view is not None:
+                    meta, goal_tree = view[0].model_dump(mode="json"), view[1].model_dump(mode="json")
+        parsed, raw = self._read_raw_messages(f"{directory}/messages") if messages else ([], {})
+        return TraceRecord(
+            trace=meta, goal_tree=goal_tree, messages=parsed,
+            events=self._read_raw_events(self._events_path(trace_id), raw, parsed) if events else [],
+            resource_usage=self._load_json(f"{directory}/{_SIDE_RECORDS['resource_usage']}"),
+            tool_approvals=self._load_json(f"{directory}/{_SIDE_RECORDS['tool_approvals']}"),
+        )
+
+    def _read_raw_messages(self, directory: str) -> tuple[list[JSONRecord], dict[int, bytes]]:
+        # The hot loop of big frames: plain bytes and one open per file, nothing else.
+        out: list[JSONRecord] = []
+        raw: dict[int, bytes] = {}
+        loads, read = json.loads, self._read_bytes
+        try:
+            entries = os.scandir(directory)
+        except FileNotFoundError:
+            return out, raw
+        with entries:
+            for entry in entries:
+                name = entry.name
+                # Names starting with '.' are temporary files of an in-flight write.
+                if name.endswith(".json") and not name.startswith("."):
+                    data = read(entry.path)
+                    if data is None:
+                        continue
+                    try:
+                        message = loads(data)
+                    except json.JSONDecodeError as exc:
+                        raise CorruptRecordError(entry.path, f"invalid JSON ({exc.msg} at position {exc.pos})") from None
+                    out.append(message)
+                    raw[message.get("sequence", 0)] = data
+        out.sort(key=lambda m: m.get("sequence", 0))
+        return out, raw
+
+    def _read_raw_events(self, path: str, raw: dict[int, bytes], messages: list[JSONRecord]) -> list[JSONRecord]:
+        data = self._read_bytes(path)
+        if not data:
+            return []
+        lines = data.split(b"\n")
+        # The last element is b'' after a complete file, or a torn line left by a kill: skip it.
+        numbered = ((number, line) for number, line in enumerate(lines[:-1], start=1) if line and not line.isspace())
+
+        def corrupt(number: int, exc: json.JSONDecodeError) -> Exception:
+            return CorruptRecordError(path, f"line {number} is not JSON ({exc.msg})")
+
+        return share_message_events(numbered, raw, {m.get("sequence", 0): m for m in messages}, corrupt)
 
     def _all_traces(self) -> list[Trace]:
         out = []

@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from cyber_agent.errors import (
@@ -43,6 +43,7 @@ from cyber_agent.trace.events import (
 )
 from cyber_agent.trace.goal_models import Goal, GoalStats, GoalTree
 from cyber_agent.trace.models import Message, Trace, TraceMode, TraceStatus, utc_now
+from cyber_agent.trace.records import JSONRecord, TraceRecord, select_trees
 from cyber_agent.trace.store_rules import (
     _FINAL,
     _GOAL_FIELDS,
@@ -114,6 +115,41 @@ class BaseTraceStore(ABC):
     def _write_side_record(self, trace_id: str, name: str, data: str) -> None: ...
     @abstractmethod
     def _all_traces(self) -> list[Trace]: ...
+
+    # Bulk reads (`read_records`): JSON-mode records; a store overrides these to skip pydantic.
+    def _record_metas(self) -> list[JSONRecord]:
+        """Every trace's meta as JSON (live state for traces this instance writes)."""
+        out = []
+        for trace in self._all_traces():
+            hot = self._hot.get(trace.trace_id)
+            if hot is not None:
+                with self._lock(trace.trace_id):
+                    out.append(hot.trace.model_dump(mode="json"))
+            else:
+                view = self._cold_view(trace.trace_id)
+                if view is not None:
+                    out.append(view[0].model_dump(mode="json"))
+        return out
+
+    def _read_record(self, meta: JSONRecord, *, messages: bool, events: bool) -> TraceRecord:
+        """The record of the trace `meta` (from `_record_metas`) describes."""
+        trace_id = meta["trace_id"]
+        hot = self._hot.get(trace_id)
+        tree: dict[str, Any] | None
+        if hot is not None:
+            with self._lock(trace_id):
+                tree = hot.tree.model_dump(mode="json")
+        else:
+            view = self._cold_view(trace_id)
+            tree = view[1].model_dump(mode="json") if view is not None else None
+        return TraceRecord(
+            trace=meta, goal_tree=tree,
+            messages=[m.model_dump(mode="json") for m in sorted(self._read_all_messages(trace_id), key=lambda m: m.sequence)]
+            if messages else [],
+            events=[e.model_dump(mode="json") for e in self._read_events(trace_id, 0)] if events else [],
+            resource_usage=self._read_side_record(trace_id, "resource_usage"),
+            tool_approvals=self._read_side_record(trace_id, "tool_approvals"),
+        )
 
     def _repair(self, trace_id: str) -> tuple[int, int]:
         """Make a trace's records appendable after a crash; return (last event id, last evented sequence)."""
@@ -303,6 +339,18 @@ class BaseTraceStore(ABC):
                     _account(trace, GoalTree(), orphan)
                 out.append(trace)
         return out
+
+    async def read_records(
+        self, root_ids: Sequence[str] | None = None, *, messages: bool = True, events: bool = True
+    ) -> list[TraceRecord]:
+        """Every trace of the trees under `root_ids` (all traces when None) as JSON records, parents first."""
+        if isinstance(root_ids, str):
+            raise InvalidUpdateError(f"root_ids must be a sequence of trace ids, got the string {root_ids!r}")
+        for root_id in root_ids or ():
+            validate_trace_id(root_id)
+        with gc_paused():
+            selected = select_trees(self._record_metas(), root_ids)
+            return [self._read_record(meta, messages=messages, events=events) for meta in selected]
 
     # ---- side records -------------------------------------------------------------------
     async def get_resource_usage(self, root_trace_id: str) -> dict[str, Any] | None:

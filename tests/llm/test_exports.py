@@ -60,3 +60,16 @@ def test_docs_references_point_at_real_symbols():
         for part in symbol.split("."):
             assert hasattr(target, part), f"{file}:{symbol}"
             target = getattr(target, part)
+
+
+def test_lazy_table_matches_the_type_checking_imports_and_all():
+    """`cyber_agent.llm` imports lazily; its table, its TYPE_CHECKING imports and `__all__` must agree."""
+    tree = ast.parse((PACKAGE / "__init__.py").read_text(encoding="utf-8"))
+    checked: dict[str, tuple[str, ...]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for imp in node.body:
+                assert isinstance(imp, ast.ImportFrom) and imp.module
+                checked[imp.module.removeprefix("cyber_agent.llm.")] = tuple(a.name for a in imp.names)
+    assert checked == llm._LAZY
+    assert sorted(n for names in llm._LAZY.values() for n in names) == llm.__all__

@@ -1,4 +1,4 @@
-"""Frames of a 10k-message file-store trace read every file exactly once."""
+"""Frames of a 10k-message file-store trace read every file exactly once and parse each message once."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def build(path) -> str:
 def test_frames_open_each_file_once(tmp_path, monkeypatch):
     trace_id = build(tmp_path)
     opened: Counter[str] = Counter()
-    real_open, real_io_open = builtins.open, io.open
+    real_open, real_io_open, real_os_open = builtins.open, io.open, os.open
 
     def counting(real):
         def wrapper(file, *args, **kwargs):
@@ -52,6 +52,7 @@ def test_frames_open_each_file_once(tmp_path, monkeypatch):
 
     monkeypatch.setattr(builtins, "open", counting(real_open))
     monkeypatch.setattr(io, "open", counting(real_io_open))
+    monkeypatch.setattr(os, "open", counting(real_os_open))  # the store reads with os.open
     frames = to_frames(tmp_path, trace_id)
     monkeypatch.undo()
 
@@ -63,3 +64,14 @@ def test_frames_open_each_file_once(tmp_path, monkeypatch):
     message_files = [p for p in opened if os.sep + "messages" + os.sep in p]
     assert len(message_files) == MESSAGES
     assert sum(1 for p in opened if p.endswith("meta.json")) == 1
+    assert sum(1 for p in opened if p.endswith("events.jsonl")) == 1
+
+
+def test_a_message_added_event_shares_its_message_with_the_messages(tmp_path):
+    """Each message is parsed once: its event's payload holds the very dict of the messages list."""
+    trace_id = build(tmp_path)
+    (record,) = asyncio.run(FileSystemTraceStore(tmp_path).read_records([trace_id]))
+    by_sequence = {m["sequence"]: m for m in record.messages}
+    added = [e for e in record.events if e["type"] == "message_added"]
+    assert len(added) == MESSAGES
+    assert all(e["payload"]["message"] is by_sequence[e["payload"]["message"]["sequence"]] for e in added)

@@ -118,6 +118,7 @@ STORE_CALLS: dict[str, Callable[[BaseTraceStore, str], Any]] = {
     "get_messages_by_goal": lambda s, bad: s.get_messages_by_goal(bad, "1"),
     "append_event": lambda s, bad: s.append_event(bad, "progress", {}),
     "get_events": lambda s, bad: s.get_events(bad),
+    "read_records": lambda s, bad: s.read_records([bad]),
     "get_message": lambda s, bad: s.get_message(f"{bad}-0001"),
     "update_message": lambda s, bad: s.update_message(f"{bad}-0001", description="x"),
 }
@@ -165,7 +166,7 @@ def test_cli_show_refuses_traversal_ids(tree, bad, capsys):
 
 
 # ---- REST API -------------------------------------------------------------------------------------
-api = pytest.importorskip("cyber_agent.server.app", reason="the REST API (cyber_agent/trace/api.py) is not there yet")
+api = pytest.importorskip("cyber_agent.server.app", reason="the REST API (cyber_agent/server/query_api.py) is not there yet")
 URL_IDS = ["..", "%2e%2e", "..%2Foutside", "%2E%2E%2F%2E%2E%2Foutside", "..%5Coutside", "outside%00", "....",
            "a%2F..%2F..%2Foutside", ".outside"]
 

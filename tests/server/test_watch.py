@@ -13,7 +13,7 @@ import websockets
 from websockets.exceptions import InvalidStatus
 
 from cyber_agent.cli import DEMO_TASK
-from cyber_agent.trace.websocket import wire_event
+from cyber_agent.server.watch_api import wire_event
 from live_server import WAIT_TIMEOUT, ServerProcess, start_run, trace_of, wait_for, wait_idle
 
 

@@ -7,12 +7,12 @@ are FastAPI dependencies, so they may take `Request` or the server's `State`. Wi
 `get_launch` a react/full_run run is awaited inside the request and the answer carries its
 final status. With `get_launch` (the server passes its `RunManager.launch`) the run starts in
 the background and the answer comes at once with status "running" and the trace id to watch.
-Like `trace/run_api.py`, this module sits on top of the runner and composes `core/`.
+Like `server/run_api.py`, this module sits on top of the runner and composes `core/`.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, Depends
@@ -24,7 +24,7 @@ from cyber_agent.trace.models import Trace
 
 __all__ = ["Launch", "TriageResponse", "triage_router"]
 
-Launch = Callable[[str, Callable[[], AsyncIterator[Any]]], Awaitable[Trace]]
+Launch = Callable[[str, Callable[[], AsyncGenerator[Any, None]]], Awaitable[Trace]]
 """Starts a run in the background: `launch(trace_id, start)` → the trace as the run began
 (the signature of `cyber_agent/server/runs.py:RunManager.launch`)."""
 

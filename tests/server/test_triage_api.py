@@ -14,9 +14,9 @@ from cyber_agent.llm.fakes import ScriptedModel
 from cyber_agent.server.app import create_app
 from cyber_agent.server.runs import RunManager
 from cyber_agent.server.state import State
+from cyber_agent.server.triage_api import triage_router
 from cyber_agent.tools.registry import ToolRegistry
 from cyber_agent.trace import InMemoryTraceStore
-from cyber_agent.trace.triage_api import triage_router
 
 EVENT = {"source": "github", "kind": "webhook", "name": "issue_opened", "payload": {"issue": 12, "title": "crash"}}
 

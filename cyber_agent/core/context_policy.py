@@ -33,10 +33,10 @@ MAX_REF_CHARS = 20_000
 
 def normalize_task_brief(raw: Any, *, parent_brief: TaskBrief | None = None, anchor: RootTaskAnchor | None = None) -> TaskBrief:
     """Validate a brief from model input and append the hard constraints it inherits."""
-    if not isinstance(raw, dict):
+    if not isinstance(raw, (dict, TaskBrief)):
         raise ToolArgumentError(f"task_brief must be an object with objective and completion_criteria, got {type(raw).__name__}")
     try:
-        brief = TaskBrief.model_validate(raw)
+        brief = raw if isinstance(raw, TaskBrief) else TaskBrief.model_validate(raw)
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'task_brief'}: {e['msg']}" for e in exc.errors())
         raise ToolArgumentError(

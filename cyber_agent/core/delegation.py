@@ -3,17 +3,20 @@
 Limits are checked for the whole batch before anything is created: depth 1..5, at most six
 direct children per parent counted cumulatively, and the tree's agent budget (reserved all or
 nothing; reservations of children never created are rolled back). Children run sequentially
-by default or under a semaphore of `max_parallel_children`; results keep input order. Every
-child is registered before it runs so a stop of any ancestor reaches it, and a queued child of
+by default or under a semaphore of `max_parallel_children`; results keep input order. Each
+child runs through `cyber_agent/core/child_run.py:run_child` (config inherited from the
+parent's effective config, events in pairs, revisions included). Every child is registered before it runs so a stop of any ancestor reaches it, and a queued child of
 a stopped parent never calls the model.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from cyber_agent.core.agent_mode import MAX_CHILDREN_PER_PARENT, MAX_RECURSIVE_DEPTH
+from cyber_agent.core.agent_mode import MAX_CHILDREN_PER_PARENT, AgentPolicy
+from cyber_agent.core.child_run import ChildRun, Completion, child_config, run_child, spawn_limits
 from cyber_agent.core.config import RunConfig
 from cyber_agent.core.context_policy import build_child_task_message, grant_context_refs, normalize_task_brief, task_briefs_match
 from cyber_agent.core.protocol_state import append_validation, report_changes, update_protocol
@@ -24,8 +27,11 @@ from cyber_agent.core.validation import render_validation, run_validation
 from cyber_agent.errors import BudgetExceededError, ToolError
 from cyber_agent.tools.context import ToolContext
 from cyber_agent.trace.models import Trace
-from cyber_agent.trace.state import ContextAccess, ProtocolState
+from cyber_agent.trace.state import ContextAccess, ContextRef, ProtocolState
 from cyber_agent.trace.trace_id import new_sub_trace_id
+
+if TYPE_CHECKING:
+    from cyber_agent.core.runner import RunResult
 
 __all__ = ["continue_child", "render_outcome", "run_recursive_agents"]
 
@@ -65,12 +71,15 @@ async def _finish_child(ctx: ToolContext, child_id: str, brief: TaskBrief) -> di
     else:
         validation = await run_validation(runner, target=child, scope="criteria", criteria=brief.completion_criteria,
                                           report=report, answer=None)
-    await store.append_event(ctx.trace_id, "sub_trace_completed", {
-        "trace_id": child_id, "status": child.status, "summary": report.summary,
-        "stats": {"total_messages": child.total_messages, "total_tokens": child.total_tokens, "total_cost": child.total_cost},
-        "outcome": report.outcome, "verdict": validation.verdict,
-    })
     return {"trace_id": child_id, "status": child.status, "report": report, "validation": validation}
+
+
+def _judged(ctx: ToolContext, child_id: str, brief: TaskBrief, out: dict[str, Any]) -> Completion:
+    """The completion of a child's run: its report judged; `out` receives the outcome for the parent."""
+    async def complete(result: RunResult) -> dict[str, Any]:
+        out.update(await _finish_child(ctx, child_id, brief))
+        return {"summary": out["report"].summary, "outcome": out["report"].outcome, "verdict": out["validation"].verdict}
+    return complete
 
 
 def render_outcome(outcome: dict[str, Any]) -> str:
@@ -95,17 +104,17 @@ async def _mark_pending(ctx: ToolContext, child_ids: list[str]) -> None:
         await ctx.store.update_goal(ctx.trace_id, ctx.goal_id, status="pending_review")
 
 
-async def run_recursive_agents(ctx: ToolContext, raw_briefs: list[Any], *, mode: str, continue_from: str | None) -> str:
+async def run_recursive_agents(
+    ctx: ToolContext, raw_briefs: Sequence[TaskBrief | dict[str, Any]], *, mode: str, continue_from: str | None,
+    agent_type: str | None = None,
+) -> str:
     """Validate, create and run a batch of recursive children; return their reports and verdicts."""
     store, runner = ctx.store, ctx.runner
     parent = await store.get_trace(ctx.trace_id)
     assert parent is not None
     depth = parent.lineage.depth
-    if depth + 1 > MAX_RECURSIVE_DEPTH:
-        raise ToolError(
-            f"depth limit: this agent is at depth {depth} and recursive trees allow children down to depth "
-            f"{MAX_RECURSIVE_DEPTH}; do the work yourself and report"
-        )
+    archetypes = runner.archetypes_for(ctx.run_config.workspace)
+    await spawn_limits(runner, parent, policy=AgentPolicy.of(parent), archetypes=archetypes, child_agent_type=agent_type)
     parent_brief = parent.protocol.brief
     root = await _root_of(ctx, parent)
     anchor = _anchor_of(root)
@@ -150,22 +159,22 @@ async def run_recursive_agents(ctx: ToolContext, raw_briefs: list[Any], *, mode:
         child_id, brief = ids[index], briefs[index]
         async with semaphore:
             lineage = {"parent_trace_id": ctx.trace_id, "root_trace_id": parent.root_id, "agent_depth": depth + 1}
-            config = RunConfig(
-                model=ctx.run_config.model, temperature=ctx.run_config.temperature,
-                max_iterations=ctx.run_config.max_iterations, agent_type=mode, parent_trace_id=ctx.trace_id,
-                parent_goal_id=ctx.goal_id, new_trace_id=child_id, workspace=str(ctx.workspace),
+            config = child_config(
+                ctx.run_config, agent_type=agent_type or mode, parent_trace_id=ctx.trace_id, parent_goal_id=ctx.goal_id,
+                new_trace_id=child_id, workspace=str(ctx.workspace),
+                role_fields=frozenset({"max_iterations"}) if agent_type else frozenset(),
             )
             refs = granted[index]
             setup = ChildSetup(tool_snapshot=snapshot, created_by_tool="agent", protocol=ProtocolState(
                 brief=brief, context_access=ContextAccess(refs=refs, chars=sum(r.chars for r in refs.values())),
             ))
-            await store.append_event(ctx.trace_id, "sub_trace_started", {
-                "trace_id": child_id, "parent_goal_id": ctx.goal_id, "agent_type": mode, "task": brief.objective,
-            })
             message = build_child_task_message(brief=brief, anchor=anchor, lineage=lineage, refs=refs)
-            created.add(child_id)
-            await runner.run_result([{"role": "user", "content": message}], config, child=setup)
-            return await _finish_child(ctx, child_id, brief)
+            outcome: dict[str, Any] = {}
+            await run_child(runner, ChildRun(
+                parent_trace_id=ctx.trace_id, messages=[{"role": "user", "content": message}], config=config,
+                setup=setup, task=brief.objective,
+            ), complete=_judged(ctx, child_id, brief, outcome), on_started=lambda: created.add(child_id))
+            return outcome
 
     try:
         async with asyncio.TaskGroup() as group:
@@ -197,18 +206,53 @@ async def continue_child(ctx: ToolContext, child_id: str, brief: TaskBrief | Non
             "continue_from revises the same task, but this brief has a different objective or completion criteria; "
             "start a new child without continue_from for a new task"
         )
-    await update_protocol(store, child_id, ended_by=None, report=None)
+    changes: dict[str, Any] = {"ended_by": None, "report": None}
     note = f"[parent review] Revise your work. Feedback: {feedback}" if feedback else "[parent] Continue this task with the revised brief."
-    if brief is not None and brief.expected_outputs != original.expected_outputs:
-        note += "\nExpected outputs: " + "; ".join(brief.expected_outputs)
+    revised = original
+    if brief is not None:
+        # The revised brief (same objective and criteria) replaces the stored one, and the refs it
+        # grants join the child's own: the child sees both in the note below.
+        parent = await store.get_trace(ctx.trace_id)
+        assert parent is not None
+        granted = await grant_context_refs(store, parent, brief.context_refs, _sequence_of(child_id))
+        refs = _merge_refs(child.protocol.context_access.refs, granted)
+        changes["brief"] = revised = brief
+        changes["context_access"] = ContextAccess(refs=refs, chars=sum(r.chars for r in refs.values()))
+        new_refs = {ref_id: refs[ref_id] for ref_id in refs if ref_id not in child.protocol.context_access.refs}
+        lineage = {"parent_trace_id": ctx.trace_id, "root_trace_id": child.root_id, "agent_depth": child.lineage.depth}
+        note += "\n\n" + build_child_task_message(brief=brief, anchor=None, lineage=lineage, refs=new_refs)
+    await update_protocol(store, child_id, **changes)
     runner.register_recursive_child(child_id, ctx.trace_id, queued=False)
+    outcome: dict[str, Any] = {}
     try:
-        await runner.run_result([{"role": "user", "content": note}], RunConfig(
-            model=ctx.run_config.model, temperature=ctx.run_config.temperature,
-            max_iterations=ctx.run_config.max_iterations, trace_id=child_id, parent_trace_id=ctx.trace_id,
-        ))
+        await run_child(runner, ChildRun(
+            parent_trace_id=ctx.trace_id, messages=[{"role": "user", "content": note}],
+            config=RunConfig(trace_id=child_id, parent_trace_id=ctx.trace_id, agent_type=child.agent_type or "delegate",
+                             parent_goal_id=child.parent_goal_id),
+            task=revised.objective, revision=True,
+        ), complete=_judged(ctx, child_id, revised, outcome))
     finally:
         runner.stops.unregister(child_id)
-    outcome = await _finish_child(ctx, child_id, original)
     await _mark_pending(ctx, [child_id])
     return render_outcome(outcome) + "\n\nReview it again with review_task."
+
+
+def _sequence_of(child_id: str) -> int:
+    """The T2 sequence number of a sub-trace id (`{parent}@{mode}-{timestamp}-{seq}`)."""
+    tail = child_id.rsplit("-", 1)[-1]
+    return int(tail) if tail.isdigit() else 1
+
+
+def _merge_refs(held: dict[str, ContextRef], granted: dict[str, ContextRef]) -> dict[str, ContextRef]:
+    """The child's refs plus newly granted ones; a new snapshot never takes the id of a different held one."""
+    merged = dict(held)
+    for ref_id, ref in granted.items():
+        if merged.get(ref_id) in (None, ref):
+            merged[ref_id] = ref
+            continue
+        bump = 1
+        while f"{ref_id}.r{bump}" in merged:
+            bump += 1
+        new_id = f"{ref_id}.r{bump}"
+        merged[new_id] = ref.model_copy(update={"ref_id": new_id})
+    return merged

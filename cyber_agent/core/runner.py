@@ -105,6 +105,8 @@ class AgentRunner:
         self._fences: dict[str, str] = {}
         self._providers: dict[int, str] = {}
         self._archetypes = archetypes
+        self._workspace_archetypes: dict[Path, ArchetypeRegistry] = {}
+        self._explicit_archetypes = archetypes is not None
 
     @property
     def archetypes(self) -> ArchetypeRegistry:
@@ -113,6 +115,18 @@ class AgentRunner:
             self._archetypes = ArchetypeRegistry.load(self.workspace)
         return self._archetypes
 
+    def archetypes_for(self, workspace: str | Path | None) -> ArchetypeRegistry:
+        """The archetypes a run in `workspace` sees (`RunConfig.workspace` wins over the runner's)."""
+        if workspace is None or self._explicit_archetypes:
+            return self.archetypes
+        path = Path(workspace).resolve()
+        if self.workspace is not None and path == self.workspace.resolve():
+            return self.archetypes
+        registry = self._workspace_archetypes.get(path)
+        if registry is None:
+            registry = self._workspace_archetypes[path] = ArchetypeRegistry.load(path)
+        return registry
+
     # ---- public API ---------------------------------------------------------------------
     async def run(
         self, messages: Sequence[dict[str, Any]] = (), config: RunConfig | None = None, *, child: ChildSetup | None = None
@@ -120,7 +134,7 @@ class AgentRunner:
         """Run (or continue) a trace, yielding the Trace at start and end and every new Message."""
         config = await effective_config(self.trace_store, config or RunConfig())
         if config.trace_id is None:
-            definition = self.archetypes.get(config.agent_type)
+            definition = self.archetypes_for(config.workspace).get(config.agent_type)
             if definition is not None:  # an archetype fills prompt, tools and limits the caller left open (H7)
                 config = definition.apply_to(config, self.tool_registry.names())
         if child is not None and child.is_validator:

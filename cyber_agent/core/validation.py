@@ -14,6 +14,7 @@ import asyncio
 import json
 from typing import TYPE_CHECKING, Any
 
+from cyber_agent.core.child_run import ChildRun, child_config, run_child
 from cyber_agent.core.config import RunConfig
 from cyber_agent.core.protocol_state import append_validation
 from cyber_agent.core.task_protocol import CriterionVerdict, TaskReport, ValidationResult, ValidationScope, aggregate_verdict
@@ -97,19 +98,21 @@ async def _validate(
     while await store.get_trace(validator_id) is not None:
         count += 1
         validator_id = new_sub_trace_id(target.trace_id, "validator", count)
-    config = RunConfig(
-        model=model, agent_type="validator", parent_trace_id=target.trace_id, new_trace_id=validator_id,
-        max_iterations=VALIDATOR_MAX_ITERATIONS, workspace=snapshot_config.get("workspace"),
-    )
+    # The validator inherits the judged run's harness settings (dialect, budgets, workspace); its
+    # role sets the model and the iteration cap.
+    judged_config = RunConfig.model_validate(snapshot_config) if snapshot_config else RunConfig()
+    config = child_config(judged_config, agent_type="validator", parent_trace_id=target.trace_id, new_trace_id=validator_id,
+                          model=model, max_iterations=VALIDATOR_MAX_ITERATIONS)
     web = setup.validator_search.enabled if setup is not None else False
     child = ChildSetup(tool_snapshot=VALIDATOR_TOOLS, created_by_tool="validator", protocol=ProtocolState(
         validator=ValidatorAssignment(scope=scope, target_trace_id=target.trace_id, criteria=criteria,
                                       web_evidence_enabled=web),
     ))
     try:
-        run = await runner.run_result(
-            [{"role": "user", "content": _validation_task(target, scope, criteria, report, answer, web)}], config, child=child,
-        )
+        run = await run_child(runner, ChildRun(
+            parent_trace_id=target.trace_id, config=config, setup=child, events=False,
+            messages=[{"role": "user", "content": _validation_task(target, scope, criteria, report, answer, web)}],
+        ))
         submitted = run.trace.protocol.validation
         if submitted is not None:
             result = submitted

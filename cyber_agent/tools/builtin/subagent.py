@@ -3,6 +3,8 @@
 Legacy: `task` as a string delegates one sub-agent (`delegate`); a list explores the options
 in parallel (`explore`) and merges their answers. Sub-agents get T2 sub-trace ids, are linked
 by `parent_trace_id` / `parent_goal_id`, and cannot start sub-agents themselves (depth 1).
+`messages` seeds each sub-agent with a conversation instead of a task string. Every child is
+built by `cyber_agent/core/child_run.py` (config inheritance, spawn limits, events in pairs).
 Recursive: `task_brief` (an object or a list) creates governed children; see
 `cyber_agent/core/delegation.py:run_recursive_agents`.
 """
@@ -20,7 +22,8 @@ from cyber_agent.trace.trace_id import new_sub_trace_id
 
 __all__ = ["agent", "register_agent_tool"]
 
-_MAX_LEGACY_DEPTH = 1
+SeedMessage = dict[str, str]
+"""One message of a sub-agent's seed conversation: {"role": "user" | "assistant", "content": "..."}."""
 
 
 async def agent(
@@ -28,6 +31,8 @@ async def agent(
     task: str | list[str] | None = None,
     task_brief: TaskBrief | list[TaskBrief] | None = None,
     continue_from: str | None = None,
+    messages: list[SeedMessage] | list[list[SeedMessage]] | None = None,
+    agent_type: str | None = None,
 ) -> str:
     """Start sub-agents: a task string delegates it to one sub-agent; a list explores each option in parallel.
 
@@ -35,11 +40,13 @@ async def agent(
         task: Legacy mode: one task for a single sub-agent, or a list of tasks explored in parallel.
         task_brief: Recursive mode: a TaskBrief (objective, reason, completion_criteria, expected_outputs, constraints, context_refs) or a list of them.
         continue_from: Recursive mode: trace id of one of your children to revise with the (same-task) brief.
+        messages: Legacy mode, instead of task: one seed conversation (a list of user/assistant messages) for one sub-agent, or a list of them explored in parallel.
+        agent_type: Optional archetype id of the sub-agent(s); it must be one your own archetype may spawn.
     """
     policy = ctx.extra.get("policy")
     if policy is not None and policy.is_recursive:
-        if task is not None:
-            raise ToolError("recursive mode delegates with task_brief={objective, completion_criteria, ...}, not task")
+        if task is not None or messages is not None:
+            raise ToolError("recursive mode delegates with task_brief={objective, completion_criteria, ...}, not task or messages")
         if task_brief is None:
             raise ToolError("recursive mode needs task_brief: an object with objective and completion_criteria, or a list")
         from cyber_agent.core.delegation import run_recursive_agents
@@ -48,34 +55,65 @@ async def agent(
         if not briefs:
             raise ToolError("task_brief list is empty; pass at least one brief")
         mode = "delegate" if isinstance(task_brief, TaskBrief) else "explore"
-        return await run_recursive_agents(ctx, [b.model_dump() for b in briefs], mode=mode, continue_from=continue_from)
+        return await run_recursive_agents(ctx, briefs, mode=mode, continue_from=continue_from, agent_type=agent_type)
     if task_brief is not None or continue_from is not None:
         raise ToolError("legacy mode delegates with task (a string or a list of strings); task_brief and continue_from are recursive-only")
+    seeds, mode = _seeds(task, messages)
+    return await _run_agents(ctx, seeds, mode, agent_type)
+
+
+def _seeds(task: str | list[str] | None, messages: list[Any] | None) -> tuple[list[list[SeedMessage]], str]:
+    """The seed conversations of a legacy call and its mode (delegate for one, explore for a list)."""
+    if task is not None and messages is not None:
+        raise ToolError("agent() takes task or messages, not both")
+    if messages is not None:
+        if not messages:
+            raise ToolError("agent(messages=...) needs a non-empty conversation or a non-empty list of them")
+        nested = all(isinstance(m, list) for m in messages)
+        if not nested and not all(isinstance(m, dict) for m in messages):
+            raise ToolError("agent(messages=...) takes one conversation (a list of messages) or a list of conversations, not a mix")
+        conversations = [list(m) for m in messages] if nested else [list(messages)]
+        for index, conversation in enumerate(conversations):
+            _check_seed(conversation, index)
+        return conversations, "explore" if nested else "delegate"
     if task is None:
-        raise ToolError("agent(task=...) needs a task string or a list of task strings")
+        raise ToolError("agent(task=...) needs a task string or a list of task strings (or messages=...)")
     tasks = [task] if isinstance(task, str) else list(task)
     tasks = [t.strip() for t in tasks]
     if not tasks or any(not t for t in tasks):
         raise ToolError("agent(task=...) needs a non-empty task string or a non-empty list of non-empty task strings")
-    mode = "delegate" if isinstance(task, str) else "explore"
-    return await _run_agents(ctx, tasks, mode)
+    return [[{"role": "user", "content": t}] for t in tasks], "delegate" if isinstance(task, str) else "explore"
 
 
-async def _run_agents(ctx: ToolContext, tasks: list[str], mode: str) -> str:
-    """Create and run one sub-trace per task, in parallel; return the merged summary."""
-    from cyber_agent.core.config import RunConfig
+def _check_seed(conversation: list[Any], index: int) -> None:
+    if not conversation:
+        raise ToolError(f"messages[{index}] is empty; a seed conversation needs at least one user message")
+    for position, message in enumerate(conversation):
+        role = message.get("role") if isinstance(message, dict) else None
+        content = message.get("content") if isinstance(message, dict) else None
+        if role not in ("user", "assistant") or not isinstance(content, str) or not content.strip():
+            raise ToolError(f"messages[{index}][{position}] must be {{'role': 'user' | 'assistant', 'content': "
+                            f"non-empty text}}, got {message!r}")
+    if not any(m["role"] == "user" for m in conversation):
+        raise ToolError(f"messages[{index}] has no user message; the first user message is the sub-agent's task")
+
+
+async def _run_agents(ctx: ToolContext, seeds: list[list[SeedMessage]], mode: str, agent_type: str | None) -> str:
+    """Create and run one sub-trace per seed conversation, in parallel; return the merged summary."""
+    from cyber_agent.core.agent_mode import AgentPolicy
+    from cyber_agent.core.child_run import ChildRun, child_config, run_child, spawn_limits
     from cyber_agent.core.trace_setup import ChildSetup
 
-    depth = int(ctx.extra.get("agent_depth", 0))
-    if depth + 1 > _MAX_LEGACY_DEPTH:
-        raise ToolError(f"sub-agents cannot start sub-agents in legacy mode (this agent is at depth {depth}); do the work yourself")
     runner, parent_config, store = ctx.runner, ctx.run_config, ctx.store
     parent = await store.get_trace(ctx.trace_id)
     if parent is None:
         raise ToolError(f"trace {ctx.trace_id!r} not found")
+    archetypes = runner.archetypes_for(parent_config.workspace)
+    policy = ctx.extra.get("policy") or AgentPolicy.of(parent)
+    await spawn_limits(runner, parent, policy=policy, archetypes=archetypes, child_agent_type=agent_type)
     first_seq = parent.lineage.child_count + 1
-    await store.update_trace(ctx.trace_id, lineage=parent.lineage.model_copy(update={"child_count": first_seq - 1 + len(tasks)}))
-    child_ids = [new_sub_trace_id(ctx.trace_id, mode, first_seq + i) for i in range(len(tasks))]
+    await store.update_trace(ctx.trace_id, lineage=parent.lineage.model_copy(update={"child_count": first_seq - 1 + len(seeds)}))
+    child_ids = [new_sub_trace_id(ctx.trace_id, mode, first_seq + i) for i in range(len(seeds))]
     child_tools = sorted(ctx.allowed_tools - {"agent"})
     if ctx.goal_id is not None:
         tree = await store.get_goal_tree(ctx.trace_id)
@@ -83,28 +121,22 @@ async def _run_agents(ctx: ToolContext, tasks: list[str], mode: str) -> str:
         if goal is not None:
             await store.update_goal(ctx.trace_id, goal.id, type="agent_call", sub_trace_ids=[*goal.sub_trace_ids, *child_ids])
 
-    async def run_child(child_id: str, child_task: str) -> dict[str, Any]:
-        await store.append_event(ctx.trace_id, "sub_trace_started", {
-            "trace_id": child_id, "parent_goal_id": ctx.goal_id, "agent_type": mode, "task": child_task,
-        })
-        config = RunConfig(
-            model=parent_config.model, temperature=parent_config.temperature,
-            max_iterations=parent_config.max_iterations, tools=child_tools, agent_type=mode,
-            parent_trace_id=ctx.trace_id, parent_goal_id=ctx.goal_id, new_trace_id=child_id,
-            workspace=str(ctx.workspace),
+    async def one(child_id: str, seed: list[SeedMessage]) -> dict[str, Any]:
+        task_text = next(m["content"] for m in seed if m["role"] == "user")
+        config = child_config(
+            parent_config, agent_type=agent_type or mode, parent_trace_id=ctx.trace_id, parent_goal_id=ctx.goal_id,
+            new_trace_id=child_id, tools=child_tools, workspace=str(ctx.workspace),
+            role_fields=frozenset({"max_iterations"}) if agent_type else frozenset(),
         )
         setup = ChildSetup(tool_snapshot=frozenset(child_tools), created_by_tool="agent")
-        result = await runner.run_result([{"role": "user", "content": child_task}], config, child=setup)
+        result = await run_child(runner, ChildRun(parent_trace_id=ctx.trace_id, messages=seed, config=config,
+                                                  setup=setup, task=task_text))
         trace = result.trace
         summary = result.answer if result.answer is not None else f"({trace.status}: {trace.error_message or 'no answer'})"
-        await store.append_event(ctx.trace_id, "sub_trace_completed", {
-            "trace_id": child_id, "status": trace.status, "summary": summary,
-            "stats": {"total_messages": trace.total_messages, "total_tokens": trace.total_tokens, "total_cost": trace.total_cost},
-        })
-        return {"trace_id": child_id, "task": child_task, "status": trace.status, "summary": summary}
+        return {"trace_id": child_id, "task": task_text, "status": trace.status, "summary": summary}
 
     async with asyncio.TaskGroup() as group:
-        jobs = [group.create_task(run_child(cid, t)) for cid, t in zip(child_ids, tasks)]
+        jobs = [group.create_task(one(cid, seed)) for cid, seed in zip(child_ids, seeds)]
     outcomes = [job.result() for job in jobs]
     if mode == "delegate":
         o = outcomes[0]

@@ -1,0 +1,165 @@
+"""One path for every child run (SPEC T11, A4, A5, H7): legacy sub-agents, recursive children,
+`continue_from` revisions and validators.
+
+    parent run ──spawn_limits──▶ ids ──child_config──▶ RunConfig ──run_child──▶ RunResult
+                 (depth, tiers)         (inherits the parent's       (sub_trace_started …
+                                         effective harness config)    sub_trace_completed)
+
+- **Config.** A child inherits every behaviour setting of its parent's effective config —
+  model, temperature, iterations, workspace, tool dialect, context window, tool-result budget,
+  summarizing — unless its role overrides it (a validator's model and iteration cap, an
+  archetype's prompt, tools and iterations). It never inherits the parent's `context`, system
+  prompt or root-only settings (A9). The run-config snapshot of the child records the result.
+- **Depth.** One source: `cyber_agent/core/agent_mode.py:AgentPolicy.max_depth` for the mode,
+  and, in a tree whose root is an archetype, the archetype spawn depth on top
+  (`cyber_agent/core/archetypes.py:SpawnGuard`). A spawn to an archetype id must be in the
+  parent's `can_spawn` (`cyber_agent/core/archetypes.py:ArchetypeRegistry.check_spawn`).
+- **Events.** Every agent child's `sub_trace_started` has its `sub_trace_completed` on the
+  parent's stream, revisions included (`revision: true`). Validators are not agent children:
+  they emit neither (their results are on the validated trace's protocol state).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cyber_agent.core.agent_mode import AgentPolicy
+from cyber_agent.core.archetypes import ArchetypeRegistry, SpawnGuard, SpawnRefusedError
+from cyber_agent.core.config import RunConfig
+from cyber_agent.core.trace_setup import ChildSetup
+from cyber_agent.errors import ToolError
+from cyber_agent.trace.models import Trace
+
+if TYPE_CHECKING:
+    from cyber_agent.core.runner import AgentRunner, RunResult
+
+__all__ = ["INHERITED_SETTINGS", "ChildRun", "child_config", "run_child", "spawn_limits"]
+
+INHERITED_SETTINGS = (
+    "model", "temperature", "max_iterations", "workspace", "tool_dialect", "context_window",
+    "tool_result_max_bytes", "summarize_tool_results",
+)
+"""RunConfig fields a child takes from its parent's effective config unless its role overrides them."""
+
+
+def child_config(
+    parent: RunConfig, *, agent_type: str, parent_trace_id: str, parent_goal_id: str | None = None,
+    new_trace_id: str | None = None, trace_id: str | None = None, role_fields: frozenset[str] = frozenset(),
+    **overrides: Any,
+) -> RunConfig:
+    """The RunConfig of a child of a run on `parent`: inherited settings, the child's ids, role overrides.
+
+    `role_fields` are left to the child's role (e.g. an archetype's own `max_iterations`);
+    `overrides` are set explicitly.
+    """
+    inherited = {name: getattr(parent, name) for name in INHERITED_SETTINGS if name not in role_fields}
+    fields: dict[str, Any] = {**inherited, "agent_type": agent_type, "parent_trace_id": parent_trace_id,
+                              "parent_goal_id": parent_goal_id, **overrides}
+    if new_trace_id is not None:
+        fields["new_trace_id"] = new_trace_id
+    if trace_id is not None:
+        fields["trace_id"] = trace_id
+    return RunConfig(**fields)
+
+
+async def spawn_limits(
+    runner: AgentRunner, parent: Trace, *, policy: AgentPolicy, archetypes: ArchetypeRegistry,
+    child_agent_type: str | None = None,
+) -> int:
+    """Check that `parent` may start children (of archetype `child_agent_type`); return the child depth.
+
+    Raises ToolError naming the limit: the mode's depth, the archetype spawn depth of an
+    archetype tree, or the parent's `can_spawn` list.
+    """
+    depth = parent.lineage.depth + 1
+    if depth > policy.max_depth:
+        if policy.is_recursive:
+            raise ToolError(
+                f"depth limit: this agent is at depth {parent.lineage.depth} and recursive trees allow children "
+                f"down to depth {policy.max_depth}; do the work yourself and report"
+            )
+        raise ToolError(f"sub-agents cannot start sub-agents in legacy mode (this agent is at depth "
+                        f"{parent.lineage.depth}); do the work yourself")
+    root_type = parent.agent_type if parent.is_root else await _root_agent_type(runner, parent)
+    if root_type is not None and root_type in archetypes:
+        try:
+            SpawnGuard().check(depth)
+        except SpawnRefusedError as exc:
+            raise ToolError(f"{exc}; this {root_type!r} tree may not grow deeper — do the work yourself") from None
+    if child_agent_type is not None:
+        try:
+            archetypes.check_spawn(parent.agent_type or "", child_agent_type)
+        except SpawnRefusedError as exc:
+            raise ToolError(str(exc)) from None
+    return depth
+
+
+async def _root_agent_type(runner: AgentRunner, trace: Trace) -> str | None:
+    root = await runner.trace_store.get_trace(trace.root_id)
+    return root.agent_type if root is not None else None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ChildRun:
+    """One child run to start (or a revision of one to continue) under a parent."""
+
+    parent_trace_id: str
+    """The parent whose event stream gets the started/completed pair."""
+    messages: Sequence[Mapping[str, Any]]
+    """What the child is given: its task (new child) or the parent's note (revision)."""
+    config: RunConfig
+    """Built by `child_config` from the parent's effective config."""
+    setup: ChildSetup | None = None
+    """Runner-owned state of a new child; None when continuing an existing one."""
+    task: str = ""
+    """Short task text for the `sub_trace_started` event."""
+    revision: bool = False
+    """True when an existing child continues (no new id, no new quota)."""
+    events: bool = True
+    """False for validators: they are not agent children of the trace they judge."""
+    extra_started: dict[str, Any] = field(default_factory=dict)
+    """Extra fields of the started event."""
+
+
+Completion = Callable[["RunResult"], Awaitable[dict[str, Any]]]
+"""Computes the completed event's `summary` and extra fields once the child's run has ended."""
+
+
+async def run_child(
+    runner: AgentRunner, child: ChildRun, *, complete: Completion | None = None,
+    on_started: Callable[[], None] | None = None,
+) -> RunResult:
+    """Run one child through the runner, with its started/completed events in a pair.
+
+    `on_started` is called once the started event is persisted, right before the child is
+    created: a child whose start could not be recorded is never created.
+    """
+    store = runner.trace_store
+    child_id = child.config.trace_id or child.config.new_trace_id
+    if child.events:
+        started: dict[str, Any] = {"trace_id": child_id, "parent_goal_id": child.config.parent_goal_id,
+                                   "agent_type": child.config.agent_type, "task": child.task, **child.extra_started}
+        if child.revision:
+            started["revision"] = True
+        await store.append_event(child.parent_trace_id, "sub_trace_started", started)
+    if on_started is not None:
+        on_started()
+    result = await runner.run_result([dict(m) for m in child.messages], child.config, child=child.setup)
+    if child.events:
+        trace = result.trace
+        extra = await complete(result) if complete is not None else {}
+        summary = extra.pop("summary", None)
+        if summary is None:
+            summary = result.answer if result.answer is not None else f"({trace.status}: {trace.error_message or 'no answer'})"
+        completed: dict[str, Any] = {
+            "trace_id": trace.trace_id, "status": trace.status, "summary": summary,
+            "stats": {"total_messages": trace.total_messages, "total_tokens": trace.total_tokens,
+                      "total_cost": trace.total_cost},
+            **extra,
+        }
+        if child.revision:
+            completed["revision"] = True
+        await store.append_event(child.parent_trace_id, "sub_trace_completed", completed)
+    return result

@@ -114,8 +114,9 @@ async def effective_config(store: Any, config: RunConfig) -> RunConfig:
 
 def _task_text(messages: list[dict[str, Any]]) -> str | None:
     for message in messages:
-        if message.get("role") == "user" and isinstance(message.get("content"), str):
-            return message["content"]
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, str):
+            return content
     return None
 
 

@@ -128,3 +128,46 @@ def test_lazy_package_exports_still_resolve_in_a_fresh_process():
             "assert llm.OpenAICompatModel.__module__ == 'cyber_agent.llm.openai_compat'; "
             "from cyber_agent.llm import ScriptedModel, AnthropicModel; from cyber_agent import RunConfig")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+def _core_imports(path: Path) -> set[str]:
+    """Every `cyber_agent.core.*` module `path` imports: at top level, in functions and under `if TYPE_CHECKING:`."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            if node.module == "cyber_agent.core":  # `from cyber_agent.core import runner`
+                names.update(f"cyber_agent.core.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return {n for n in names if n.startswith("cyber_agent.core.")}
+
+
+def core_import_graph():
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    for path in sorted((PACKAGE / "core").glob("*.py")):
+        module = f"cyber_agent.core.{path.stem}"
+        graph.add_node(module)
+        graph.add_edges_from((module, target) for target in _core_imports(path) if target != module)
+    return graph
+
+
+def test_core_import_graph_is_acyclic():
+    """No module of core/ imports itself back, not even for types: collaborators get state, not the runner."""
+    import networkx as nx
+
+    graph = core_import_graph()
+    assert graph.has_edge("cyber_agent.core.runner", "cyber_agent.core.turn")  # the graph sees the real imports
+    if not nx.is_directed_acyclic_graph(graph):
+        cycle = " -> ".join(a for a, _ in nx.find_cycle(graph))
+        pytest.fail(f"import cycle in cyber_agent/core: {cycle}")
+
+
+def test_core_import_graph_counts_type_only_imports(tmp_path: Path):
+    """An import under `if TYPE_CHECKING:` is an edge, so a type-only cycle fails the test above."""
+    source = tmp_path / "mod.py"
+    source.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from cyber_agent.core.runner import AgentRunner\n"
+                      "def f():\n    from cyber_agent.core import turn\n", encoding="utf-8")
+    assert _core_imports(source) == {"cyber_agent.core.runner", "cyber_agent.core.turn"}

@@ -33,7 +33,7 @@ from cyber_agent.errors import ToolError
 from cyber_agent.trace.models import Trace
 
 if TYPE_CHECKING:
-    from cyber_agent.core.runner import AgentRunner, RunResult
+    from cyber_agent.core.runner_api import RunnerHandle, RunResult
 
 __all__ = ["INHERITED_SETTINGS", "ChildRun", "child_config", "run_child", "spawn_limits"]
 
@@ -65,7 +65,7 @@ def child_config(
 
 
 async def spawn_limits(
-    runner: AgentRunner, parent: Trace, *, policy: AgentPolicy, archetypes: ArchetypeRegistry,
+    runner: RunnerHandle, parent: Trace, *, policy: AgentPolicy, archetypes: ArchetypeRegistry,
     child_agent_type: str | None = None,
 ) -> int:
     """Check that `parent` may start children (of archetype `child_agent_type`); return the child depth.
@@ -96,7 +96,7 @@ async def spawn_limits(
     return depth
 
 
-async def _root_agent_type(runner: AgentRunner, trace: Trace) -> str | None:
+async def _root_agent_type(runner: RunnerHandle, trace: Trace) -> str | None:
     root = await runner.trace_store.get_trace(trace.root_id)
     return root.agent_type if root is not None else None
 
@@ -128,7 +128,7 @@ Completion = Callable[["RunResult"], Awaitable[dict[str, Any]]]
 
 
 async def run_child(
-    runner: AgentRunner, child: ChildRun, *, complete: Completion | None = None,
+    runner: RunnerHandle, child: ChildRun, *, complete: Completion | None = None,
     on_started: Callable[[], None] | None = None,
 ) -> RunResult:
     """Run one child through the runner, with its started/completed events in a pair.

@@ -12,21 +12,30 @@ resort.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cyber_agent.core.summarizer import PayloadSummarizer
 from cyber_agent.llm.dialects import DialectLLM, choose_dialect
 from cyber_agent.llm.types import LLMCall, LLMResponse
 from cyber_agent.trace.compaction import CompactionResult, ContextGuard, HistorySummarizer, estimate_tokens
-from cyber_agent.trace.models import Message, MessageContent
+from cyber_agent.trace.models import Message, MessageContent, Trace
 
 if TYPE_CHECKING:
     from cyber_agent.core.config import RunConfig
     from cyber_agent.core.resource_budget import ResourceBudgetController
-    from cyber_agent.core.trace_setup import PreparedRun
     from cyber_agent.trace.protocols import TraceStore
 
-__all__ = ["RunHarness", "wrap_dialect"]
+__all__ = ["HarnessRun", "RunHarness", "wrap_dialect"]
+
+
+class HarnessRun(Protocol):
+    """The slice of a run's state the harness reads and updates (`core/run_state.py:RunState` has it)."""
+
+    trace: Trace
+    history: list[dict[str, Any]]
+    goal_id: str | None
+    head: int
+    cost: float
 
 MAX_SUMMARIZER_INPUT_BYTES = 400_000
 
@@ -77,7 +86,7 @@ class RunHarness:
             self._counted = len(history)
         return self._tokens
 
-    async def compact(self, prepared: PreparedRun, store: TraceStore) -> CompactionResult | None:
+    async def compact(self, prepared: HarnessRun, store: TraceStore) -> CompactionResult | None:
         """Shrink the in-memory history when it nears the context window; record what was done."""
         if self.guard is None:
             return None
@@ -96,7 +105,7 @@ class RunHarness:
                                             "tokens_after": result.tokens_after})
         return result
 
-    async def shape(self, prepared: PreparedRun, store: TraceStore, tool_name: str, content: str,
+    async def shape(self, prepared: HarnessRun, store: TraceStore, tool_name: str, content: str,
                     is_error: bool) -> tuple[str, dict[str, Any]]:
         """Return the result text the model will see, and metadata saying how it was shaped."""
         if self.payload.passes_through(content):
@@ -110,7 +119,7 @@ class RunHarness:
         return outcome.text, {"payload": outcome.metadata()}
 
     @staticmethod
-    async def _record_helper_call(prepared: PreparedRun, store: TraceStore, branch: str, text: str, usage: Any,
+    async def _record_helper_call(prepared: HarnessRun, store: TraceStore, branch: str, text: str, usage: Any,
                                   cost: float, metadata: dict[str, Any]) -> None:
         """Persist a helper model call on a side branch so its tokens and cost reach the trace totals."""
         message = Message.create(

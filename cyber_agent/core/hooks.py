@@ -23,6 +23,7 @@ __all__ = [
     "MaxIterationsHook",
     "PostTurnHook",
     "ProgressEvent",
+    "ProgressKind",
     "SideEffectRateHook",
     "StopHook",
     "TurnSnapshot",
@@ -164,11 +165,15 @@ class CostLogHook:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 
+ProgressKind = Literal["iteration", "text_delta", "tool_started", "tool_finished", "cost", "finished"]
+"""What a progress notification reports."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class ProgressEvent:
     """A live progress notification (not persisted)."""
 
-    kind: Literal["iteration", "text_delta", "tool_started", "tool_finished", "cost", "finished"]
+    kind: ProgressKind
     trace_id: str
     iteration: int
     data: dict[str, Any] = field(default_factory=dict)

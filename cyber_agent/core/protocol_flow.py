@@ -10,17 +10,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cyber_agent.core.protocol_state import report_changes
+from cyber_agent.core.run_state import RunState
+from cyber_agent.core.runner_api import RunContext
 from cyber_agent.core.task_protocol import TaskReport
 from cyber_agent.core.validation import render_validation, run_validation
 from cyber_agent.errors import RunError
-from cyber_agent.trace.models import Message
-
-if TYPE_CHECKING:
-    from cyber_agent.core.runner import AgentRunner
-    from cyber_agent.core.trace_setup import PreparedRun
+from cyber_agent.trace.models import Message, TraceStatus
 
 __all__ = ["MAX_ROOT_ATTEMPTS", "STATE_TOOLS", "FinalTextDecision", "on_final_text"]
 
@@ -34,12 +32,12 @@ class FinalTextDecision:
     """Messages appended, and (status, answer, error) when the run ends."""
 
     messages: list[Message] = field(default_factory=list)
-    finish: tuple[str, str | None, str | None] | None = None
+    finish: tuple[TraceStatus, str | None, str | None] | None = None
     protocol: dict[str, Any] | None = None
     """Protocol changes the runner persists with the final status (one write of the trace)."""
 
 
-async def on_final_text(runner: AgentRunner, prepared: PreparedRun, text: str) -> FinalTextDecision:
+async def on_final_text(ctx: RunContext, prepared: RunState, text: str) -> FinalTextDecision:
     """Decide what a model turn without tool calls means for this run."""
     trace = prepared.trace
     if not prepared.policy.is_recursive or prepared.is_validator or prepared.branch is not None:
@@ -47,7 +45,7 @@ async def on_final_text(runner: AgentRunner, prepared: PreparedRun, text: str) -
         return FinalTextDecision(finish=("completed", text, None))
     pending = trace.protocol.pending_reviews
     if pending:
-        note = await runner.append_user_message(
+        note = await ctx.services.append_user_message(
             prepared,
             f"[protocol] Before finishing, review every child report with review_task: pending {', '.join(pending)}.",
         )
@@ -61,7 +59,7 @@ async def on_final_text(runner: AgentRunner, prepared: PreparedRun, text: str) -
     if anchor is None:
         raise RunError(f"recursive root {trace.trace_id!r} has no root task anchor; start a new task")
     result = await run_validation(
-        runner, target=trace, scope="root", criteria=list(anchor.completion_criteria), report=None,
+        ctx.runner, target=trace, scope="root", criteria=list(anchor.completion_criteria), report=None,
         answer=text,
     )
     if result.verdict == "pass":
@@ -71,7 +69,7 @@ async def on_final_text(runner: AgentRunner, prepared: PreparedRun, text: str) -
         return FinalTextDecision(finish=(
             "failed", None, f"root validator did not accept the answer after {MAX_ROOT_ATTEMPTS} attempts: {result.summary}"
         ))
-    note = await runner.append_user_message(
+    note = await ctx.services.append_user_message(
         prepared, "[root validator] Your answer was not accepted.\n" + render_validation(result) + "\nRevise and answer again.",
     )
     return FinalTextDecision(messages=[note])

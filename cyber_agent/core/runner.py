@@ -12,56 +12,27 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cyber_agent.core.approvals import open_batch
 from cyber_agent.core.archetypes import ArchetypeRegistry
 from cyber_agent.core.config import RunConfig
 from cyber_agent.core.harness import RunHarness, wrap_dialect
-from cyber_agent.core.turn_tools import execute_calls, needs_approval, resume_batch, run_post_turn_hooks, stop_hook_reason
 from cyber_agent.core.hooks import PostTurnHook, ProgressEvent, StopHook
-from cyber_agent.core.protocol_flow import STATE_TOOLS, on_final_text
-from cyber_agent.core.protocol_state import with_protocol
 from cyber_agent.core.resource_budget import ResourceBudgetController
+from cyber_agent.core.run_state import RunServices, RunState
+from cyber_agent.core.runner_api import RunContext, RunEvent, RunResult
 from cyber_agent.core.stop import StopRegistry
-from cyber_agent.core.tool_rights import runtime_tool_names, tighten_by_state
-from cyber_agent.core.trace_setup import ChildSetup, PreparedRun, effective_config, prepare_run
-from cyber_agent.errors import BudgetExceededError, CyberAgentError, RunError
-from cyber_agent.llm.types import LLMCall, LLMResponse
-from cyber_agent.tools.context import ToolContext
+from cyber_agent.core.trace_setup import ChildSetup, effective_config, prepare_run
+from cyber_agent.core.turn import AwaitApproval, Continue, Finish, TurnOutcome, end_run, refresh, take_turn
+from cyber_agent.core.turn_tools import resume_batch, run_post_turn_hooks
+from cyber_agent.errors import RunError
+from cyber_agent.llm.types import LLMCall
 from cyber_agent.tools.registry import ToolRegistry
-from cyber_agent.trace.goal_models import FINAL_GOAL_STATUSES
-from cyber_agent.trace.models import Message, MessageContent, Trace
+from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.protocols import TraceStore
-from cyber_agent.trace.state import SideBranchRecord
 
-__all__ = ["AgentRunner", "RunResult", "default_registry"]
-
-RunEvent = Trace | Message
-
-
-@dataclass(frozen=True, kw_only=True)
-class RunResult:
-    """What a finished run produced."""
-
-    trace: Trace
-    """The trace as persisted at the end of the run."""
-    answer: str | None
-    """Final answer text (None when the run did not complete)."""
-    messages: list[Message] = field(default_factory=list)
-    """Messages persisted by this run, in order."""
-
-    @property
-    def status(self) -> str:
-        """Final status of the trace."""
-        return self.trace.status
-
-    def __repr__(self) -> str:
-        # Short on purpose: asyncio builds the repr of a run's result, and a full one costs seconds on big runs.
-        answer = (self.answer or "")[:60]
-        return f"RunResult(trace_id={self.trace.trace_id!r}, status={self.status!r}, messages={len(self.messages)}, answer={answer!r})"
+__all__ = ["AgentRunner", "RunEvent", "RunResult", "default_registry"]
 
 
 def default_registry() -> ToolRegistry:
@@ -141,23 +112,24 @@ class AgentRunner:
             llm, model = self._validator_llm(config)
         else:
             llm, model = self._resolve_llm(config)
-        prepared = await prepare_run(self, list(messages), config, child)
-        trace_id = prepared.trace.trace_id
-        self.stops.register(trace_id, parent_id=prepared.trace.parent_trace_id, propagate=prepared.policy.propagate_stop)
+        services = self._services()
+        state = await prepare_run(services, list(messages), config, child)
+        trace_id = state.trace.trace_id
+        self.stops.register(trace_id, parent_id=state.trace.parent_trace_id, propagate=state.policy.propagate_stop)
         started = time.perf_counter()
         try:
-            yield prepared.trace
-            for message in prepared.new_messages:
+            yield state.trace
+            for message in state.new_messages:
                 yield message
-            async for event in self._loop(prepared, config, llm, model):
+            async for event in self._loop(services, state, config, llm, model):
                 yield event
-            await run_post_turn_hooks(self, prepared, time.perf_counter() - started)
+            await run_post_turn_hooks(services, state, time.perf_counter() - started)
         except asyncio.CancelledError:
-            await self._finish(prepared, "stopped", error="run cancelled")
+            await end_run(services, state, Finish(status="stopped", error="run cancelled"))
             raise
         except Exception as exc:
             # Never leave a trace `running` behind a crash (a tool bug, a model fake that raises...).
-            await self._finish(prepared, "failed", error=f"{type(exc).__name__}: {exc}")
+            await end_run(services, state, Finish(status="failed", error=f"{type(exc).__name__}: {exc}"))
             raise
         finally:
             self.stops.unregister(trace_id)
@@ -199,17 +171,6 @@ class AgentRunner:
         root = trace_id.split("@", 1)[0]
         self._fences[root] = reason
         return root
-
-    def _halt_reason(self, prepared: PreparedRun) -> str | None:
-        trace_id = prepared.trace.trace_id
-        if self.stops.is_stopped(trace_id):
-            return self.stops.stop_reason(trace_id)
-        fence = self._fences.get(prepared.trace.root_id)
-        return f"interrupt: {fence}" if fence is not None else None
-
-    def _progress(self, kind: str, prepared: PreparedRun, **data: Any) -> None:
-        if self.on_progress is not None:
-            self.on_progress(ProgressEvent(kind=kind, trace_id=prepared.trace.trace_id, iteration=prepared.iterations, data=data))  # type: ignore[arg-type]
 
     def running(self) -> list[str]:
         """Ids of traces running in this process."""
@@ -253,202 +214,44 @@ class AgentRunner:
             return self.validator_llm_call, config.model
         return self._resolve_llm(config)
 
-    def _get_runtime_tool_names(self, config: RunConfig, trace: Trace) -> frozenset[str]:
-        """Tools this run may see and call (A6): see `core/tool_rights.py:runtime_tool_names`."""
-        return runtime_tool_names(self.tool_registry.names(), config.tools, trace)
-
-    def _tool_context(self, prepared: PreparedRun, config: RunConfig, call_id: str) -> ToolContext:
-        workspace = prepared.workspace
-        if workspace is None:
-            workspace = prepared.workspace = Path(config.workspace) if config.workspace else (self.workspace or Path.cwd())
-        return ToolContext(
-            trace_id=prepared.trace.trace_id,
-            store=self.trace_store,
-            goal_id=prepared.goal_id,
-            tool_call_id=call_id,
-            workspace=workspace,
-            allowed_tools=prepared.static_allowed,
-            runner=self,
-            run_config=config,
-            extra={"agent_depth": prepared.depth, "agent_mode": prepared.mode, "policy": prepared.policy},
+    def _services(self) -> RunServices:
+        return RunServices(
+            store=self.trace_store, registry=self.tool_registry, stops=self.stops, fences=self._fences,
+            budget_for=self.budget_for, stop_hooks=self.stop_hooks, post_turn_hooks=self.post_turn_hooks,
+            on_progress=self.on_progress, workspace=self.workspace,
         )
 
-    async def _persist(self, prepared: PreparedRun, message: Message) -> Message:
-        await self.trace_store.add_message(message)
-        prepared.head = message.sequence
-        prepared.history.append(message.to_llm_message())
-        return message
-
-    async def append_user_message(self, prepared: PreparedRun, text: str) -> Message:
+    async def append_user_message(self, state: RunState, text: str) -> Message:
         """Append a runner-authored user message (protocol feedback) to the running trace."""
-        message = Message.create(
-            trace_id=prepared.trace.trace_id, role="user", goal_id=prepared.goal_id, content=text,
-            parent_sequence=prepared.head or None, metadata={"protocol": True}, branch=prepared.branch,
+        return await self._services().append_user_message(state, text)
+
+    async def _loop(
+        self, services: RunServices, state: RunState, config: RunConfig, llm: LLMCall, model: str
+    ) -> AsyncIterator[RunEvent]:
+        """Take turns until one does not continue, then end the run in one place (`core/turn.py:end_run`)."""
+        state.harness = RunHarness(llm=llm, model=model, config=config, budget=state.budget)
+        ctx = RunContext(
+            services=services, runner=self, model=model, config=config,
+            llm=wrap_dialect(llm, provider=self._providers.get(id(llm)), model=model, override=config.tool_dialect),
         )
-        return await self._persist(prepared, message)
-
-    async def _refresh(self, prepared: PreparedRun) -> list[dict[str, Any]] | None:
-        trace = await self.trace_store.get_trace(prepared.trace.trace_id)
-        if trace is not None:
-            prepared.trace = trace
-            prepared.goal_id = trace.current_goal_id
-        prepared.allowed = tighten_by_state(prepared.static_allowed, prepared.trace, side_branch=prepared.branch)
-        return self.tool_registry.schemas(sorted(prepared.allowed)) if prepared.allowed else None
-
-    async def _call_model(self, prepared: PreparedRun, llm: LLMCall, model: str, schemas: Any, config: RunConfig) -> LLMResponse:
-        if prepared.budget is not None:
-            assignment = prepared.trace.protocol.validator
-            root_validator = prepared.is_validator and assignment is not None and assignment.scope == "root"
-            await prepared.budget.reserve_llm_call(root_validator=root_validator)
-        if self.on_progress is not None:
-            raw = await llm(prepared.history, model, schemas, config.temperature,
-                            on_delta=lambda text: self._progress("text_delta", prepared, text=text))
-        else:
-            raw = await llm(prepared.history, model, schemas, config.temperature)
-        return LLMResponse.coerce(raw)
-
-    async def _loop(self, prepared: PreparedRun, config: RunConfig, llm: LLMCall, model: str) -> AsyncIterator[RunEvent]:
-        trace_id = prepared.trace.trace_id
-        prepared.harness = RunHarness(llm=llm, model=model, config=config, budget=prepared.budget)
-        llm = wrap_dialect(llm, provider=self._providers.get(id(llm)), model=model, override=config.tool_dialect)
-        prepared.static_allowed = prepared.allowed
-        schemas = await self._refresh(prepared)
-        if prepared.resume_batch is not None:
-            async for message in resume_batch(self, prepared, config):
+        state.static_allowed = state.allowed
+        # prepare_run has just read or written the trace: no need to read it again.
+        await refresh(services, state, reread=False)
+        if state.resume_batch is not None:
+            async for message in resume_batch(ctx, state):
                 yield message
-            schemas = await self._refresh(prepared)
-        for _ in range(config.max_iterations):
-            halt = self._halt_reason(prepared) or stop_hook_reason(self, prepared)
-            if halt is not None:
-                yield await self._finish(prepared, "stopped", error=halt)
-                return
-            self._progress("iteration", prepared)
-            try:
-                await prepared.harness.compact(prepared, self.trace_store)
-            except CyberAgentError as exc:
-                yield await self._finish(prepared, "failed", error=f"context compaction failed: {exc}")
-                return
-            started = time.perf_counter()
-            try:
-                response = await self._call_model(prepared, llm, model, schemas, config)
-            except BudgetExceededError as exc:
-                yield await self._finish(prepared, "failed", error=str(exc))
-                return
-            except CyberAgentError as exc:
-                yield await self._finish(prepared, "failed", error=f"model call failed: {exc}")
-                return
-            assistant = Message.create(
-                trace_id=trace_id, role="assistant", goal_id=prepared.goal_id,
-                content=MessageContent(text=response.content or None, tool_calls=response.tool_calls),
-                parent_sequence=prepared.head or None,
-                prompt_tokens=response.usage.prompt_tokens, completion_tokens=response.usage.completion_tokens,
-                cached_tokens=response.usage.cached_tokens, cost=response.cost,
-                duration_ms=(time.perf_counter() - started) * 1000,
-                metadata={"model": response.model or model, "cost_estimated": response.cost_estimated},
-                branch=prepared.branch,
-            )
-            # Book the spend before the message is persisted: a kill between the two must never
-            # leave tokens and cost that reached the trace unbooked in the tree budget.
-            overrun = None
-            booking_error: str | None = None
-            if prepared.budget is not None:
-                try:
-                    overrun = await prepared.budget.book_llm_usage(
-                        prompt_tokens=response.usage.prompt_tokens, completion_tokens=response.usage.completion_tokens,
-                        cost_usd=response.cost,
-                    )
-                except CyberAgentError as exc:
-                    booking_error = f"could not book usage: {exc}"
-            yield await self._persist(prepared, assistant)
-            prepared.iterations += 1
-            prepared.prompt_tokens += response.usage.prompt_tokens
-            prepared.completion_tokens += response.usage.completion_tokens
-            prepared.cost += response.cost
-            self._progress("cost", prepared, cost_usd=prepared.cost, tokens=prepared.prompt_tokens + prepared.completion_tokens)
-            if booking_error is not None:
-                yield await self._finish(prepared, "failed", error=booking_error)
-                return
-            halt = self._halt_reason(prepared)
-            if halt is not None:
-                # The in-flight response is recorded; its tool calls are not executed.
-                yield await self._finish(prepared, "stopped", error=halt)
-                return
-            if overrun is not None:
-                yield await self._finish(prepared, "failed", error=f"budget exceeded after a response: {overrun}")
-                return
-            if not response.tool_calls:
-                decision = await on_final_text(self, prepared, response.content)
-                for message in decision.messages:
-                    yield message
-                if decision.finish is not None:
-                    status, answer, error = decision.finish
-                    yield await self._finish(prepared, status, answer=answer, error=error, protocol=decision.protocol)
-                    return
-                continue
-            if needs_approval(self, prepared, response.tool_calls):
-                await open_batch(self.trace_store, self.tool_registry, trace_id, assistant.message_id, response.tool_calls)
-                trace = await self.trace_store.update_trace(trace_id, head_sequence=prepared.head, current_goal_id=prepared.goal_id)
-                prepared.trace = trace
-                yield trace
-                return
-            refresh = False
-            try:
-                async for message in execute_calls(self, prepared, config, [(c, c.arguments, None) for c in response.tool_calls]):
-                    yield message
-                    if message.tool_name in STATE_TOOLS:
-                        refresh = True
-                        schemas = await self._refresh(prepared)
-            except CyberAgentError as exc:  # budget refusals and unreadable usage end the run, closed
-                yield await self._finish(prepared, "failed", error=str(exc))
-                return
-            if refresh:
-                ended = prepared.trace.protocol.ended_by
-                if ended is not None:
-                    yield await self._finish(prepared, "completed", answer=ended.summary)
-                    return
-        yield await self._finish(
-            prepared, "stopped", error=f"max_iterations ({config.max_iterations}) reached without a final answer"
+            await refresh(services, state)
+        outcome: Finish | AwaitApproval = Finish(
+            status="stopped", error=f"max_iterations ({config.max_iterations}) reached without a final answer"
         )
-
-    async def _finish(
-        self, prepared: PreparedRun, status: str, *, answer: str | None = None, error: str | None = None,
-        protocol: dict[str, Any] | None = None,
-    ) -> Trace:
-        """End the run: root goal, then status and result (with `protocol` changes) in one trace write."""
-        store = self.trace_store
-        trace_id = prepared.trace.trace_id
-        if prepared.branch is not None:
-            # A side branch never moves the head, changes the trace's status or touches protocol state.
-            current = await store.get_trace(trace_id)
-            branches = dict(current.side_branches if current is not None else {})
-            branches[prepared.branch] = SideBranchRecord(status=status, answer=answer, error=error, head_sequence=prepared.head)
-            trace = await store.update_trace(trace_id, side_branches=branches)
-            prepared.trace = trace
-            return trace
-        current = await store.get_trace(trace_id) if protocol else None
-        new_protocol = with_protocol(current, protocol) if protocol and current is not None else None
-        updates: dict[str, Any] = {"status": status, "head_sequence": prepared.head, "current_goal_id": prepared.goal_id}
-        if answer is not None:
-            updates["result_summary"] = answer
-        if error is not None:
-            updates["error_message"] = error
-        if status == "completed" and prepared.root_goal_id is not None:
-            tree = await store.get_goal_tree(trace_id)
-            goal = tree.find(prepared.root_goal_id) if tree else None
-            first_line = _clip((answer or "").strip().splitlines()[0]) if (answer or "").strip() else ""
-            if goal is not None and goal.status not in FINAL_GOAL_STATUSES:
-                await store.update_goal(trace_id, goal.id, status="completed", summary=first_line)
-            elif goal is not None and goal.status == "completed" and goal.summary != first_line:
-                # A revised run (review → revise) completes again: the goal shows the latest answer.
-                await store.update_goal(trace_id, goal.id, summary=first_line)
-        if new_protocol is not None:
-            updates["protocol"] = new_protocol
-        trace = await store.update_trace(trace_id, **updates)
-        if status == "completed":
-            await store.append_event(trace_id, "trace_completed", {"trace_id": trace_id, "total_messages": trace.total_messages})
-        prepared.trace = trace
-        return trace
-
-
-def _clip(text: str, limit: int = 300) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+        for _ in range(config.max_iterations):
+            step: TurnOutcome = Continue()
+            async for item in take_turn(ctx, state):
+                if isinstance(item, (Continue, Finish, AwaitApproval)):
+                    step = item
+                else:
+                    yield item
+            if not isinstance(step, Continue):
+                outcome = step
+                break
+        yield await end_run(services, state, outcome)

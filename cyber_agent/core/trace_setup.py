@@ -6,10 +6,9 @@ only appends.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
 import os
+from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -17,10 +16,13 @@ from cyber_agent.core.agent_mode import AgentPolicy, policy_from_environment, va
 from cyber_agent.core.config import RunConfig, config_hash
 from cyber_agent.core.prompt import build_system_prompt
 from cyber_agent.core.resource_budget import ResourceBudget
+from cyber_agent.core.run_state import RunServices, RunState
 from cyber_agent.core.task_protocol import RootTaskAnchor
+from cyber_agent.core.tool_rights import runtime_tool_names
 from cyber_agent.errors import ConfigurationError, RunError, TraceNotFoundError
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Message, Trace
+from cyber_agent.trace.protocols import TraceStore
 from cyber_agent.trace.state import (
     RUNNER_OWNED_CONTEXT,
     ChildExecution,
@@ -32,10 +34,7 @@ from cyber_agent.trace.state import (
     ValidatorSearch,
 )
 
-if TYPE_CHECKING:
-    from cyber_agent.core.runner import AgentRunner
-
-__all__ = ["RUNNER_OWNED_CONTEXT", "ChildSetup", "PreparedRun", "effective_config", "prepare_run"]
+__all__ = ["RUNNER_OWNED_CONTEXT", "ChildSetup", "effective_config", "prepare_run"]
 
 @dataclass(frozen=True, kw_only=True)
 class ChildSetup:
@@ -54,44 +53,7 @@ class ChildSetup:
         return self.created_by_tool == "validator"
 
 
-@dataclass(kw_only=True)
-class PreparedRun:
-    """Mutable state of one run, owned by the runner loop."""
-
-    trace: Trace
-    history: list[dict[str, Any]]
-    head: int
-    goal_id: str | None
-    root_goal_id: str | None
-    allowed: frozenset[str]
-    depth: int
-    policy: AgentPolicy
-    new_messages: list[Message] = field(default_factory=list)
-    budget: Any = None
-    root_validations: int = 0
-    static_allowed: frozenset[str] = frozenset()
-    branch: str | None = None
-    resume_batch: Any = None
-    iterations: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost: float = 0.0
-    tool_names: list[str] = field(default_factory=list)
-    workspace: Any = None
-    harness: Any = None
-
-    @property
-    def mode(self) -> str:
-        """legacy or recursive."""
-        return self.policy.mode
-
-    @property
-    def is_validator(self) -> bool:
-        """True for validator traces."""
-        return self.trace.is_validator
-
-
-async def effective_config(store: Any, config: RunConfig) -> RunConfig:
+async def effective_config(store: TraceStore, config: RunConfig) -> RunConfig:
     """For an existing trace, behaviour comes only from its persisted run-config snapshot (T7)."""
     if config.trace_id is None:
         return config
@@ -114,21 +76,22 @@ async def effective_config(store: Any, config: RunConfig) -> RunConfig:
 
 def _task_text(messages: list[dict[str, Any]]) -> str | None:
     for message in messages:
-        if message.get("role") == "user" and isinstance(message.get("content"), str):
-            return message["content"]
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, str):
+            return content
     return None
 
 
 async def prepare_run(
-    runner: AgentRunner, messages: list[dict[str, Any]], config: RunConfig, child: ChildSetup | None = None
-) -> PreparedRun:
+    services: RunServices, messages: list[dict[str, Any]], config: RunConfig, child: ChildSetup | None = None
+) -> RunState:
     """Return the state a run starts from, persisting whatever a new run must record first."""
     for index, message in enumerate(messages):
         if message.get("role") not in ("system", "user", "assistant", "tool"):
             raise ConfigurationError(f"messages[{index}].role", f"must be system/user/assistant/tool, got {message.get('role')!r}")
     if config.trace_id is not None:
-        return await _prepare_existing(runner, messages, config)
-    return await _prepare_new(runner, messages, config, child)
+        return await _prepare_existing(services, messages, config)
+    return await _prepare_new(services, messages, config, child)
 
 
 def _root_setup(config: RunConfig) -> tuple[AgentPolicy, RootSetup | None]:
@@ -176,9 +139,9 @@ def _anchor_message(anchor: RootTaskAnchor) -> str:
 
 
 async def _prepare_new(
-    runner: AgentRunner, messages: list[dict[str, Any]], config: RunConfig, child: ChildSetup | None
-) -> PreparedRun:
-    store = runner.trace_store
+    services: RunServices, messages: list[dict[str, Any]], config: RunConfig, child: ChildSetup | None
+) -> RunState:
+    store = services.store
     depth = 0
     root_id: str | None = None
     root_setup: RootSetup | None = None
@@ -213,7 +176,7 @@ async def _prepare_new(
         created_by_tool=child.created_by_tool if child is not None else None,
         tool_snapshot=sorted(child.tool_snapshot) if child is not None else None,
     )
-    allowed = runner._get_runtime_tool_names(config, trace)
+    allowed = runtime_tool_names(services.registry.names(), config.tools, trace)
     # The root goal exists, in progress and in focus, from the first write on (fewer store calls per run).
     tree = GoalTree(mission=task, cascade_completion=policy.cascade_completion)
     root_goal = tree.add(_goal_title(task))
@@ -224,32 +187,32 @@ async def _prepare_new(
     await store.update_goal_tree(trace.trace_id, tree)
     await store.append_event(trace.trace_id, "goal_added", {"goal": root_goal.model_dump(mode="json")})
     if policy.is_recursive and config.parent_trace_id is None:
-        await (await runner.budget_for(trace)).initialize()
+        await (await services.budget_for(trace)).initialize()
 
     custom = config.system_prompt
     if custom is None and messages and messages[0].get("role") == "system":
         custom = str(messages[0].get("content") or "")
-    schemas = runner.tool_registry.schemas(sorted(allowed)) if allowed else []
+    schemas = services.registry.schemas(sorted(allowed)) if allowed else []
     system = build_system_prompt(agent_type=config.agent_type, tool_schemas=schemas, custom=custom)
-    prepared = PreparedRun(
+    prepared = RunState(
         trace=trace, history=[], head=0, goal_id=root_goal.id, root_goal_id=root_goal.id, allowed=allowed,
         depth=depth, policy=policy,
     )
     if policy.is_recursive:
-        prepared.budget = await runner.budget_for(trace)
-    await _append(runner, prepared, Message.create(trace_id=trace.trace_id, role="system", content=system))
+        prepared.budget = await services.budget_for(trace)
+    await _append(services, prepared, Message.create(trace_id=trace.trace_id, role="system", content=system))
     for message in messages:
         if message.get("role") != "system":
-            await _append(runner, prepared, _from_llm(trace.trace_id, message, prepared))
+            await _append(services, prepared, _from_llm(trace.trace_id, message, prepared))
     return prepared
 
 
-async def _prepare_existing(runner: AgentRunner, messages: list[dict[str, Any]], config: RunConfig) -> PreparedRun:
-    store = runner.trace_store
+async def _prepare_existing(services: RunServices, messages: list[dict[str, Any]], config: RunConfig) -> RunState:
+    store = services.store
     trace = await store.get_trace(config.trace_id)  # type: ignore[arg-type]
     if trace is None:
         raise TraceNotFoundError(config.trace_id or "")
-    if trace.status == "running" and trace.trace_id in runner.stops:
+    if trace.status == "running" and trace.trace_id in services.stops:
         raise RunError(f"trace {trace.trace_id!r} is already running in this process; stop it first")
     from cyber_agent.core.approvals import current_batch
 
@@ -295,28 +258,28 @@ async def _prepare_existing(runner: AgentRunner, messages: list[dict[str, Any]],
         trace = await store.update_trace(trace.trace_id, status="running", error_message=None)
     tree = await store.get_goal_tree(trace.trace_id)
     root_goal = tree.children(None)[0].id if tree and tree.goals else None
-    prepared = PreparedRun(
+    prepared = RunState(
         trace=trace, history=[m.to_llm_message() for m in path], head=head, goal_id=trace.current_goal_id,
-        root_goal_id=root_goal, allowed=runner._get_runtime_tool_names(config, trace),
+        root_goal_id=root_goal, allowed=runtime_tool_names(services.registry.names(), config.tools, trace),
         depth=trace.lineage.depth, policy=policy,
     )
     prepared.branch = config.side_branch
     if policy.is_recursive:
-        prepared.budget = await runner.budget_for(trace)
+        prepared.budget = await services.budget_for(trace)
     last = path[-1] if path else None
     if batch is not None and batch.status == "decided" and last is not None and last.message_id == batch.assistant_message_id:
         prepared.resume_batch = batch  # executed by the loop before the next model call
     elif last is not None and last.role == "assistant" and last.tool_calls and config.side_branch is None:
         # A turn cut by a stop left tool calls without results; providers reject that history.
         for call in path[-1].tool_calls:
-            await _append(runner, prepared, Message.create(
+            await _append(services, prepared, Message.create(
                 trace_id=trace.trace_id, role="tool", tool_call_id=call.id, tool_name=call.name,
                 goal_id=prepared.goal_id, content="not executed: the run stopped before this call ran",
                 metadata={"is_error": True, "not_executed": True},
             ))
     for message in messages:
         if message.get("role") != "system":
-            await _append(runner, prepared, _from_llm(trace.trace_id, message, prepared))
+            await _append(services, prepared, _from_llm(trace.trace_id, message, prepared))
     return prepared
 
 
@@ -328,7 +291,7 @@ def _goal_title(task: str) -> str:
     return "task"
 
 
-def _from_llm(trace_id: str, message: dict[str, Any], prepared: PreparedRun) -> Message:
+def _from_llm(trace_id: str, message: dict[str, Any], prepared: RunState) -> Message:
     content = message.get("content")
     if message.get("role") == "assistant":
         content = {"text": content, "tool_calls": []}
@@ -338,8 +301,8 @@ def _from_llm(trace_id: str, message: dict[str, Any], prepared: PreparedRun) -> 
     )
 
 
-async def _append(runner: AgentRunner, prepared: PreparedRun, message: Message) -> None:
+async def _append(services: RunServices, prepared: RunState, message: Message) -> None:
     message.parent_sequence = prepared.head or None
     message.branch = prepared.branch
-    await runner._persist(prepared, message)
+    await services.persist(prepared, message)
     prepared.new_messages.append(message)

@@ -25,7 +25,7 @@ from cyber_agent.trace.state import ProtocolState, ValidatorAssignment
 from cyber_agent.trace.trace_id import new_sub_trace_id
 
 if TYPE_CHECKING:
-    from cyber_agent.core.runner import AgentRunner
+    from cyber_agent.core.runner_api import RunnerHandle
 
 __all__ = ["render_validation", "run_validation"]
 
@@ -63,7 +63,7 @@ def _unknown(target: Trace, scope: ValidationScope, criteria: list[str], summary
 
 
 async def run_validation(
-    runner: AgentRunner, *, target: Trace, scope: ValidationScope, criteria: list[str],
+    runner: RunnerHandle, *, target: Trace, scope: ValidationScope, criteria: list[str],
     report: TaskReport | None, answer: str | None,
 ) -> ValidationResult:
     """Run one validator trace on `target` and record its result on the target."""
@@ -78,7 +78,7 @@ async def run_validation(
 
 
 async def _validate(
-    runner: AgentRunner, *, target: Trace, scope: ValidationScope, criteria: list[str], report: TaskReport | None,
+    runner: RunnerHandle, *, target: Trace, scope: ValidationScope, criteria: list[str], report: TaskReport | None,
     answer: str | None, root: Trace | None,
 ) -> ValidationResult:
     store = runner.trace_store

@@ -1,0 +1,115 @@
+"""The runner's public face for its collaborators: `RunResult`, `RunnerHandle`, `RunContext`.
+
+Validation, delegation and the loop's collaborators type against `RunnerHandle` (a protocol
+that `core/runner.py:AgentRunner` satisfies) instead of importing `core/runner.py`, so no
+module of `core/` imports the runner back (`tests/test_layout.py` checks the graph).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from cyber_agent.core.archetypes import ArchetypeRegistry
+from cyber_agent.core.config import RunConfig
+from cyber_agent.core.resource_budget import ResourceBudgetController
+from cyber_agent.core.run_state import RunServices
+from cyber_agent.core.stop import StopRegistry
+from cyber_agent.core.trace_setup import ChildSetup
+from cyber_agent.llm.types import LLMCall
+from cyber_agent.tools.registry import ToolRegistry
+from cyber_agent.trace.models import Message, Trace
+from cyber_agent.trace.protocols import TraceStore
+
+__all__ = ["RunContext", "RunEvent", "RunResult", "RunnerHandle"]
+
+RunEvent = Trace | Message
+"""What `AgentRunner.run` yields: the Trace at start and end (or when it waits), every new Message."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunResult:
+    """What a finished run produced."""
+
+    trace: Trace
+    """The trace as persisted at the end of the run."""
+    answer: str | None
+    """Final answer text (None when the run did not complete)."""
+    messages: list[Message] = field(default_factory=list)
+    """Messages persisted by this run, in order."""
+
+    @property
+    def status(self) -> str:
+        """Final status of the trace."""
+        return self.trace.status
+
+    def __repr__(self) -> str:
+        # Short on purpose: asyncio builds the repr of a run's result, and a full one costs seconds on big runs.
+        answer = (self.answer or "")[:60]
+        return f"RunResult(trace_id={self.trace.trace_id!r}, status={self.status!r}, messages={len(self.messages)}, answer={answer!r})"
+
+
+class RunnerHandle(Protocol):
+    """The public API of `AgentRunner` that validation, delegation and protocol tools use."""
+
+    @property
+    def trace_store(self) -> TraceStore:
+        """Store the runner persists to."""
+        ...
+
+    @property
+    def tool_registry(self) -> ToolRegistry:
+        """The runner's tools."""
+        ...
+
+    @property
+    def stops(self) -> StopRegistry:
+        """Stop flags of the runs in this process."""
+        ...
+
+    def run(
+        self, messages: Sequence[dict[str, Any]] = (), config: RunConfig | None = None, *, child: ChildSetup | None = None
+    ) -> AsyncIterator[RunEvent]:
+        """Run (or continue) a trace, yielding its events."""
+        ...
+
+    async def run_result(
+        self, messages: Sequence[dict[str, Any]] = (), config: RunConfig | None = None, *, child: ChildSetup | None = None
+    ) -> RunResult:
+        """Run to the end and return the final trace, answer and new messages."""
+        ...
+
+    def lock(self, key: str) -> asyncio.Lock:
+        """A process-wide asyncio lock for `key`."""
+        ...
+
+    async def budget_for(self, trace: Trace) -> ResourceBudgetController:
+        """The budget controller of the tree `trace` belongs to."""
+        ...
+
+    def register_recursive_child(self, trace_id: str, parent_id: str, *, queued: bool = True) -> None:
+        """Register a child before it runs so a stop of any ancestor reaches it."""
+        ...
+
+    def archetypes_for(self, workspace: str | Path | None) -> ArchetypeRegistry:
+        """The archetypes a run in `workspace` sees."""
+        ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunContext:
+    """What stays fixed during one run: services, the runner's handle, the model and the effective config."""
+
+    services: RunServices
+    """Store, registry, halt check, progress and persistence."""
+    runner: RunnerHandle
+    """The runner, for validators and for tools that start sub-agents (`ToolContext.runner`)."""
+    llm: LLMCall
+    """The model call (dialect-wrapped)."""
+    model: str
+    """Model name passed to `llm`."""
+    config: RunConfig
+    """The run's effective config."""

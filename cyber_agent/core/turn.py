@@ -1,0 +1,247 @@
+"""One model turn of a run, as a typed outcome, and the one place a run ends.
+
+`take_turn` yields the turn's messages as they are persisted and, last, a `TurnOutcome`:
+`Continue`, `Finish` (status, answer, error, protocol changes) or `AwaitApproval`. The loop
+(`core/runner.py:AgentRunner._loop`) stops at the first outcome that is not `Continue` and
+hands it to `end_run`, which also ends crashed and cancelled runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from cyber_agent.core.approvals import open_batch
+from cyber_agent.core.protocol_flow import STATE_TOOLS, on_final_text
+from cyber_agent.core.protocol_state import with_protocol
+from cyber_agent.core.run_state import RunServices, RunState
+from cyber_agent.core.runner_api import RunContext, RunEvent
+from cyber_agent.core.tool_rights import tighten_by_state
+from cyber_agent.core.turn_tools import execute_calls, needs_approval, stop_hook_reason
+from cyber_agent.errors import BudgetExceededError, CyberAgentError
+from cyber_agent.llm.types import LLMResponse
+from cyber_agent.trace.goal_models import FINAL_GOAL_STATUSES
+from cyber_agent.trace.models import Message, MessageContent, Trace, TraceStatus
+from cyber_agent.trace.state import SideBranchRecord
+
+__all__ = ["AwaitApproval", "Continue", "Finish", "TurnOutcome", "end_run", "refresh", "take_turn"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Continue:
+    """The run takes another turn."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finish:
+    """The run ends with this status."""
+
+    status: TraceStatus
+    """Final status of the trace (or of the side branch)."""
+    answer: str | None = None
+    """The answer, stored as `result_summary`."""
+    error: str | None = None
+    """Why the run did not complete, stored as `error_message`."""
+    protocol: dict[str, Any] | None = None
+    """Protocol changes persisted in the same trace write as the status."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AwaitApproval:
+    """The turn's tool calls wait for a human decision (T8); the run ends waiting for it."""
+
+
+TurnOutcome = Continue | Finish | AwaitApproval
+"""What one turn means for the run."""
+
+CONTINUE = Continue()
+
+
+async def refresh(services: RunServices, state: RunState, *, reread: bool = True) -> None:
+    """Re-read the trace (focus, protocol state) when a tool may have changed it; recompute the tools offered."""
+    if reread:
+        trace = await services.store.get_trace(state.trace.trace_id)
+        if trace is not None:
+            state.trace = trace
+            state.goal_id = trace.current_goal_id
+    state.allowed = tighten_by_state(state.static_allowed, state.trace, side_branch=state.branch)
+    state.schemas = services.registry.schemas(sorted(state.allowed)) if state.allowed else None
+
+
+async def _call_model(ctx: RunContext, state: RunState) -> LLMResponse:
+    if state.budget is not None:
+        assignment = state.trace.protocol.validator
+        root_validator = state.is_validator and assignment is not None and assignment.scope == "root"
+        await state.budget.reserve_llm_call(root_validator=root_validator)
+    services = ctx.services
+    if services.on_progress is not None:
+        raw = await ctx.llm(state.history, ctx.model, state.schemas, ctx.config.temperature,
+                            on_delta=lambda text: services.progress("text_delta", state, text=text))
+    else:
+        raw = await ctx.llm(state.history, ctx.model, state.schemas, ctx.config.temperature)
+    return LLMResponse.coerce(raw)
+
+
+async def _before_call(ctx: RunContext, state: RunState) -> Finish | None:
+    """Halt checks and context compaction before the provider call."""
+    services = ctx.services
+    halt = services.halt_reason(state) or stop_hook_reason(services, state)
+    if halt is not None:
+        return Finish(status="stopped", error=halt)
+    services.progress("iteration", state)
+    try:
+        await state.run_harness.compact(state, services.store)
+    except CyberAgentError as exc:
+        return Finish(status="failed", error=f"context compaction failed: {exc}")
+    return None
+
+
+async def _book(state: RunState, response: LLMResponse) -> Finish | str | None:
+    """Book the response's spend in the tree budget: a failure to book, an overrun text, or None."""
+    if state.budget is None:
+        return None
+    try:
+        return await state.budget.book_llm_usage(
+            prompt_tokens=response.usage.prompt_tokens, completion_tokens=response.usage.completion_tokens,
+            cost_usd=response.cost,
+        )
+    except CyberAgentError as exc:
+        return Finish(status="failed", error=f"could not book usage: {exc}")
+
+
+def _count(services: RunServices, state: RunState, response: LLMResponse) -> None:
+    state.iterations += 1
+    state.prompt_tokens += response.usage.prompt_tokens
+    state.completion_tokens += response.usage.completion_tokens
+    state.cost += response.cost
+    services.progress("cost", state, cost_usd=state.cost, tokens=state.prompt_tokens + state.completion_tokens)
+
+
+async def take_turn(ctx: RunContext, state: RunState) -> AsyncIterator[RunEvent | TurnOutcome]:
+    """Take one model turn: yield each message as it is persisted, then the turn's outcome."""
+    services = ctx.services
+    early = await _before_call(ctx, state)
+    if early is None:
+        started = time.perf_counter()
+        try:
+            response = await _call_model(ctx, state)
+        except BudgetExceededError as exc:
+            early = Finish(status="failed", error=str(exc))
+        except CyberAgentError as exc:
+            early = Finish(status="failed", error=f"model call failed: {exc}")
+    if early is not None:
+        yield early
+        return
+    assistant = Message.create(
+        trace_id=state.trace.trace_id, role="assistant", goal_id=state.goal_id,
+        content=MessageContent(text=response.content or None, tool_calls=response.tool_calls),
+        parent_sequence=state.head or None,
+        prompt_tokens=response.usage.prompt_tokens, completion_tokens=response.usage.completion_tokens,
+        cached_tokens=response.usage.cached_tokens, cost=response.cost,
+        duration_ms=(time.perf_counter() - started) * 1000,
+        metadata={"model": response.model or ctx.model, "cost_estimated": response.cost_estimated},
+        branch=state.branch,
+    )
+    # Book the spend before the message is persisted: a kill between the two must never
+    # leave tokens and cost that reached the trace unbooked in the tree budget.
+    booked = await _book(state, response)
+    yield await services.persist(state, assistant)
+    _count(services, state, response)
+    async for item in _after_response(ctx, state, response, assistant, booked):
+        yield item
+
+
+async def _after_response(
+    ctx: RunContext, state: RunState, response: LLMResponse, assistant: Message, booked: Finish | str | None,
+) -> AsyncIterator[RunEvent | TurnOutcome]:
+    services = ctx.services
+    halt = services.halt_reason(state)
+    if isinstance(booked, Finish):
+        yield booked
+    elif halt is not None:
+        # The in-flight response is recorded; its tool calls are not executed.
+        yield Finish(status="stopped", error=halt)
+    elif booked is not None:
+        yield Finish(status="failed", error=f"budget exceeded after a response: {booked}")
+    elif not response.tool_calls:
+        decision = await on_final_text(ctx, state, response.content)
+        for message in decision.messages:
+            yield message
+        if decision.finish is None:
+            yield CONTINUE
+        else:
+            status, answer, error = decision.finish
+            yield Finish(status=status, answer=answer, error=error, protocol=decision.protocol)
+    elif needs_approval(services, state, response.tool_calls):
+        await open_batch(services.store, services.registry, state.trace.trace_id, assistant.message_id, response.tool_calls)
+        yield AwaitApproval()
+    else:
+        async for item in _run_tools(ctx, state, response):
+            yield item
+
+
+async def _run_tools(ctx: RunContext, state: RunState, response: LLMResponse) -> AsyncIterator[RunEvent | TurnOutcome]:
+    refreshed = False
+    try:
+        async for message in execute_calls(ctx, state, [(c, c.arguments, None) for c in response.tool_calls]):
+            yield message
+            if message.tool_name in STATE_TOOLS:
+                refreshed = True
+                await refresh(ctx.services, state)
+    except CyberAgentError as exc:  # budget refusals and unreadable usage end the run, closed
+        yield Finish(status="failed", error=str(exc))
+        return
+    ended = state.trace.protocol.ended_by if refreshed else None
+    yield Finish(status="completed", answer=ended.summary) if ended is not None else CONTINUE
+
+
+async def end_run(services: RunServices, state: RunState, outcome: Finish | AwaitApproval) -> Trace:
+    """End the run: wait for approval, or write root goal, then status and result (with protocol changes) once."""
+    store = services.store
+    trace_id = state.trace.trace_id
+    if isinstance(outcome, AwaitApproval):
+        state.trace = await store.update_trace(trace_id, head_sequence=state.head, current_goal_id=state.goal_id)
+        return state.trace
+    status, answer, error = outcome.status, outcome.answer, outcome.error
+    if state.branch is not None:
+        # A side branch never moves the head, changes the trace's status or touches protocol state.
+        current = await store.get_trace(trace_id)
+        branches = dict(current.side_branches if current is not None else {})
+        branches[state.branch] = SideBranchRecord(status=status, answer=answer, error=error, head_sequence=state.head)
+        state.trace = await store.update_trace(trace_id, side_branches=branches)
+        return state.trace
+    # Protocol changes merge into the stored state: other steps of the tree may have written it.
+    current = await store.get_trace(trace_id) if outcome.protocol else None
+    new_protocol = with_protocol(current, outcome.protocol) if outcome.protocol and current is not None else None
+    updates: dict[str, Any] = {"status": status, "head_sequence": state.head, "current_goal_id": state.goal_id}
+    if answer is not None:
+        updates["result_summary"] = answer
+    if error is not None:
+        updates["error_message"] = error
+    if status == "completed" and state.root_goal_id is not None:
+        await _complete_root_goal(services, state, answer)
+    if new_protocol is not None:
+        updates["protocol"] = new_protocol
+    trace = await store.update_trace(trace_id, **updates)
+    if status == "completed":
+        await store.append_event(trace_id, "trace_completed", {"trace_id": trace_id, "total_messages": trace.total_messages})
+    state.trace = trace
+    return trace
+
+
+async def _complete_root_goal(services: RunServices, state: RunState, answer: str | None) -> None:
+    store, trace_id = services.store, state.trace.trace_id
+    tree = await store.get_goal_tree(trace_id)
+    goal = tree.find(state.root_goal_id) if tree and state.root_goal_id else None
+    first_line = _clip((answer or "").strip().splitlines()[0]) if (answer or "").strip() else ""
+    if goal is not None and goal.status not in FINAL_GOAL_STATUSES:
+        await store.update_goal(trace_id, goal.id, status="completed", summary=first_line)
+    elif goal is not None and goal.status == "completed" and goal.summary != first_line:
+        # A revised run (review → revise) completes again: the goal shows the latest answer.
+        await store.update_goal(trace_id, goal.id, summary=first_line)
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -15,7 +15,6 @@ runs; a process that dies after that leaves `executing`, which recovery turns in
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
@@ -23,6 +22,7 @@ from pydantic import BaseModel, Field, ValidationError
 from cyber_agent.errors import ConflictError, CorruptRecordError, InvalidUpdateError, NotFoundError
 from cyber_agent.llm.types import ToolCall
 from cyber_agent.tools.registry import ToolRegistry
+from cyber_agent.trace.approval_records import ApprovalBatch, PendingCall
 from cyber_agent.trace.models import utc_now
 from cyber_agent.trace.protocols import TraceStore
 
@@ -38,33 +38,7 @@ __all__ = [
     "save_batch",
 ]
 
-BatchStatus = Literal["pending", "decided", "executing", "done", "cancelled", "execution_unknown"]
-
-
-class PendingCall(BaseModel):
-    """One tool call of a batch, with the reviewer's decision once made."""
-
-    call_id: str
-    name: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    requires_confirmation: bool = False
-    editable_params: list[str] = Field(default_factory=list)
-    decision: Literal["approve", "reject"] | None = None
-    edited_arguments: dict[str, Any] = Field(default_factory=dict)
-    feedback: str = ""
-
-
-class ApprovalBatch(BaseModel):
-    """The tool calls of one assistant turn waiting for (or past) a human decision."""
-
-    batch_id: str
-    trace_id: str
-    assistant_message_id: str
-    status: BatchStatus = "pending"
-    calls: list[PendingCall]
-    created_at: datetime = Field(default_factory=utc_now)
-    decided_at: datetime | None = None
-    note: str = ""
+# ApprovalBatch and PendingCall are persisted (side record and event payloads): trace/approval_records.py.
 
 
 class CallDecision(BaseModel):

@@ -1,8 +1,9 @@
 """Persisted trace events (SPEC T10): the stream a WebSocket watcher replays and follows.
 
 Stores write each event as one JSON line (`encode_event`) and read it back as a `TraceEvent`.
-Payloads are encoded once, before an event id is taken, so a payload that cannot be encoded
-never leaves a gap in the dense id sequence.
+Payloads are encoded and checked against their model (`event_payloads.py`) once, before an
+event id is taken, so a payload that cannot be encoded or does not fit never leaves a gap in
+the dense id sequence.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from cyber_agent.errors import InvalidUpdateError
 from cyber_agent.trace.models import utc_now
 
 if TYPE_CHECKING:
+    from cyber_agent.trace.event_payloads import EventPayload
     from cyber_agent.trace.goal_models import Goal, GoalStats
 
 __all__ = [
@@ -57,9 +59,19 @@ class TraceEvent(BaseModel):
     type: EventType
     """What happened."""
     payload: dict[str, Any] = Field(default_factory=dict)
-    """Event data (see docs/trace.md for each type)."""
+    """Event data as persisted; its model is `PAYLOAD_MODELS[type]` (`typed_payload`)."""
     created_at: datetime = Field(default_factory=utc_now)
     """When it happened (UTC)."""
+
+    def typed_payload(self) -> EventPayload:
+        """Return the payload as its type's model (`cyber_agent/trace/event_payloads.py:PAYLOAD_MODELS`).
+
+        Reading never validates payloads, so an old stream always loads; this validates on
+        demand and raises pydantic's ValidationError for a payload that does not fit.
+        """
+        from cyber_agent.trace.event_payloads import PAYLOAD_MODELS  # imports this module
+
+        return PAYLOAD_MODELS[self.type].model_validate(self.payload)
 
 
 def encode_json(value: Any, what: str) -> str:

@@ -130,7 +130,7 @@ class TraceStore(TraceReader, Protocol):
         ...
 
     async def append_event(self, trace_id: str, event_type: EventType, payload: dict[str, Any]) -> int:
-        """Append an event and return its id."""
+        """Append an event whose payload fits its type's model (InvalidUpdateError otherwise); return its id."""
         ...
 
     async def replace_tool_approvals(self, trace_id: str, state: dict[str, Any]) -> None:

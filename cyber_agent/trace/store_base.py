@@ -41,6 +41,7 @@ from cyber_agent.trace.events import (
     encode_json,
     message_added_payload,
 )
+from cyber_agent.trace.event_payloads import check_payload
 from cyber_agent.trace.goal_models import Goal, GoalStats, GoalTree
 from cyber_agent.trace.models import Message, Trace, TraceMode, TraceStatus, utc_now
 from cyber_agent.trace.records import JSONRecord, TraceRecord, select_trees
@@ -542,13 +543,14 @@ class BaseTraceStore(ABC):
 
     # ---- events -------------------------------------------------------------------------
     async def append_event(self, trace_id: str, event_type: EventType, payload: dict[str, Any]) -> int:
-        """Append an event and return its id."""
+        """Append an event whose payload fits its model (`event_payloads.py:PAYLOAD_MODELS`); return its id."""
         validate_trace_id(trace_id)
         if event_type not in EVENT_TYPES:
             raise InvalidUpdateError(f"unknown event type {event_type!r}; known: {sorted(EVENT_TYPES)}")
         if not isinstance(payload, Mapping):
             raise InvalidUpdateError(f"event payload must be a mapping, got {type(payload).__name__}")
         payload_json = encode_json(dict(payload), f"{event_type} payload")
+        check_payload(event_type, payload_json)  # the JSON is persisted as given; the model only checks it
         with self._lock(trace_id):
             return self._emit(self._load_for_write(trace_id), event_type, payload_json)
 

@@ -371,7 +371,7 @@ async def test_append_event_continues_dense_ids_and_get_events_filters(store, op
         await store.append_event(trace_id, "progress", {"bad": object()})
     with pytest.raises(InvalidUpdateError):
         await store.append_event(trace_id, "no_such_type", {})  # type: ignore[arg-type]
-    second = await store.append_event(trace_id, "rewind", {"after_sequence": 0})
+    second = await store.append_event(trace_id, "rewind", {"after_sequence": 0, "head_sequence": 0, "goal_tree_snapshot": None})
     assert (first, second) == (5, 6)
     events = await open_store().get_events(trace_id, since_event_id=4)
     assert [(e.event_id, e.type) for e in events] == [(5, "progress"), (6, "rewind")]

@@ -99,7 +99,7 @@ async def _mark_pending(ctx: ToolContext, child_ids: list[str]) -> None:
     protocol = parent.protocol if parent else ProtocolState()
     pending = [c for c in protocol.pending_reviews if c not in child_ids] + child_ids
     children = list(dict.fromkeys([*protocol.children, *child_ids]))
-    await update_protocol(ctx.store, ctx.trace_id, pending_reviews=pending, children=children)  # no write if unchanged
+    await update_protocol(ctx.store, ctx.trace_id, trace=parent, pending_reviews=pending, children=children)  # no write if unchanged
     if ctx.goal_id is not None:
         await ctx.store.update_goal(ctx.trace_id, ctx.goal_id, status="pending_review")
 
@@ -167,7 +167,7 @@ async def run_recursive_agents(
             refs = granted[index]
             setup = ChildSetup(tool_snapshot=snapshot, created_by_tool="agent", protocol=ProtocolState(
                 brief=brief, context_access=ContextAccess(refs=refs, chars=sum(r.chars for r in refs.values())),
-            ))
+            ), parent=parent, root=root)
             message = build_child_task_message(brief=brief, anchor=anchor, lineage=lineage, refs=refs)
             outcome: dict[str, Any] = {}
             await run_child(runner, ChildRun(
@@ -221,7 +221,7 @@ async def continue_child(ctx: ToolContext, child_id: str, brief: TaskBrief | Non
         new_refs = {ref_id: refs[ref_id] for ref_id in refs if ref_id not in child.protocol.context_access.refs}
         lineage = {"parent_trace_id": ctx.trace_id, "root_trace_id": child.root_id, "agent_depth": child.lineage.depth}
         note += "\n\n" + build_child_task_message(brief=brief, anchor=None, lineage=lineage, refs=new_refs)
-    await update_protocol(store, child_id, **changes)
+    await update_protocol(store, child_id, trace=child, **changes)
     runner.register_recursive_child(child_id, ctx.trace_id, queued=False)
     outcome: dict[str, Any] = {}
     try:

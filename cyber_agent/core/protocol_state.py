@@ -48,9 +48,14 @@ async def _current(store: TraceStore, trace_id: str) -> Trace:
     return trace
 
 
-async def update_protocol(store: TraceStore, trace_id: str, **changes: Any) -> Trace:
-    """Apply `changes` to the trace's protocol state and persist it (no write when nothing changes)."""
-    return await _write(store, await _current(store, trace_id), changes)
+async def update_protocol(store: TraceStore, trace_id: str, *, trace: Trace | None = None, **changes: Any) -> Trace:
+    """Apply `changes` to the trace's protocol state and persist it (no write when nothing changes).
+
+    `trace` is the trace as the caller just read it, when it has it (saves a read); the caller
+    vouches that nothing wrote the trace's protocol state since.
+    """
+    current = trace if trace is not None and trace.trace_id == trace_id else await _current(store, trace_id)
+    return await _write(store, current, changes)
 
 
 async def _write(store: TraceStore, trace: Trace, changes: dict[str, Any]) -> Trace:

@@ -46,6 +46,10 @@ class ChildSetup:
     """`agent` for sub-agents and recursive children, `validator` for validators."""
     protocol: ProtocolState = field(default_factory=ProtocolState)
     """Initial protocol state: a child's brief and context refs, a validator's assignment."""
+    parent: Trace | None = None
+    """The parent as the caller already read it (saves a read; only its fixed lineage is used)."""
+    root: Trace | None = None
+    """The tree's root as the caller already read it (same)."""
 
     @property
     def is_validator(self) -> bool:
@@ -150,11 +154,20 @@ async def _prepare_new(
         if root_setup is not None and root_setup.anchor is not None:
             messages = [*messages, {"role": "user", "content": _anchor_message(root_setup.anchor)}]
     else:
-        parent = await store.get_trace(config.parent_trace_id)
+        known = child.parent if child is not None else None
+        parent = known if known is not None and known.trace_id == config.parent_trace_id else (
+            await store.get_trace(config.parent_trace_id))
         if parent is None:
             raise TraceNotFoundError(config.parent_trace_id)
         root_id = parent.root_id
-        root = parent if root_id == parent.trace_id else await store.get_trace(root_id)
+        given_root = child.root if child is not None else None
+        root: Trace | None
+        if root_id == parent.trace_id:
+            root = parent
+        elif given_root is not None and given_root.trace_id == root_id:
+            root = given_root
+        else:
+            root = await store.get_trace(root_id)
         # Children inherit the persisted root policy, never the current environment (A2).
         policy = AgentPolicy.of(root or parent)
         depth = parent.lineage.depth + (0 if child is not None and child.is_validator else 1)

@@ -107,7 +107,7 @@ async def _validate(
     child = ChildSetup(tool_snapshot=VALIDATOR_TOOLS, created_by_tool="validator", protocol=ProtocolState(
         validator=ValidatorAssignment(scope=scope, target_trace_id=target.trace_id, criteria=criteria,
                                       web_evidence_enabled=web),
-    ))
+    ), parent=stored or target, root=root)
     try:
         run = await run_child(runner, ChildRun(
             parent_trace_id=target.trace_id, config=config, setup=child, events=False,

@@ -47,9 +47,9 @@ async def _trace(ctx: ToolContext, trace_id: str | None = None) -> Trace:
     return trace
 
 
-async def _same_tree(ctx: ToolContext, trace_id: str) -> Trace:
-    mine = await _trace(ctx)
-    other = await ctx.store.get_trace(trace_id)
+async def _same_tree(ctx: ToolContext, trace_id: str, mine: Trace | None = None) -> Trace:
+    mine = mine if mine is not None else await _trace(ctx)
+    other = mine if trace_id == mine.trace_id else await ctx.store.get_trace(trace_id)
     if other is None or other.root_id != mine.root_id:
         raise ToolError(f"trace {trace_id!r} is not part of this task tree; references across trees are refused")
     return other
@@ -110,7 +110,7 @@ async def review_task(ctx: ToolContext, child_trace_id: str, decision: ReviewDec
         # The revision reopens the child: its review and the cleared report are one write
         # (continue_child then finds nothing to clear).
         changes.update(ended_by=None, report=None)
-    await update_protocol(ctx.store, child_trace_id, **changes)
+    await update_protocol(ctx.store, child_trace_id, trace=child, **changes)
     if decision == "revise":
         from cyber_agent.core.delegation import continue_child
 
@@ -161,7 +161,7 @@ async def read_trajectory(ctx: ToolContext, trace_id: str | None = None, offset:
     wanted = trace_id or target_id
     if wanted != target_id and not wanted.startswith(target_id + "@"):
         raise ToolError(f"{wanted!r} is neither the validation target {target_id!r} nor one of its descendants")
-    target = await _same_tree(ctx, wanted)
+    target = await _same_tree(ctx, wanted, mine=me)
     messages = await ctx.store.get_main_path_messages(target.trace_id, target.head_sequence)
     rows = []
     for message in messages[offset : offset + max(1, min(limit, 100))]:
@@ -181,12 +181,11 @@ async def read_artifact(ctx: ToolContext, message_id: str) -> str:
         message_id: The artifact's message id.
     """
     trace_id, _ = parse_message_id(message_id)
-    await _same_tree(ctx, trace_id)
+    owner = await _same_tree(ctx, trace_id)
     message = await ctx.store.get_message(message_id)
     if message is None:
         raise ToolError(f"artifact {message_id!r} does not exist")
     digest = hashlib.sha256(message.text.encode()).hexdigest()
-    owner = await _trace(ctx, trace_id)
     report = owner.protocol.report
     claimed = [a for a in (report.artifacts if report is not None else []) if a.message_id == message_id]
     check = ""
@@ -221,7 +220,7 @@ async def submit_validation(ctx: ToolContext, verdicts: list[VerdictInput], summ
         scope=assignment.scope, target_trace_id=assignment.target_trace_id,
         validator_trace_id=me.trace_id, verdict=aggregate_verdict([r.verdict for r in rows]), criteria=rows, summary=summary,
     )
-    await update_protocol(ctx.store, ctx.trace_id, validation=result,
+    await update_protocol(ctx.store, ctx.trace_id, trace=me, validation=result,
                           ended_by=EndedBy(tool="submit_validation", summary=f"verdict: {result.verdict}"))
     return f"Validation submitted: {result.verdict}."
 

@@ -128,7 +128,7 @@ async def _run_agents(ctx: ToolContext, seeds: list[list[SeedMessage]], mode: st
             new_trace_id=child_id, tools=child_tools, workspace=str(ctx.workspace),
             role_fields=frozenset({"max_iterations"}) if agent_type else frozenset(),
         )
-        setup = ChildSetup(tool_snapshot=frozenset(child_tools), created_by_tool="agent")
+        setup = ChildSetup(tool_snapshot=frozenset(child_tools), created_by_tool="agent", parent=parent)
         result = await run_child(runner, ChildRun(parent_trace_id=ctx.trace_id, messages=seed, config=config,
                                                   setup=setup, task=task_text))
         trace = result.trace

@@ -4,7 +4,11 @@
       └─ CORSMiddleware      CORS headers for the allowed front-end origins
            └─ routes         server/query_api.py (query), server/run_api.py (control),
                              server/review_api.py (approvals, extractions),
-                             server/watch_api.py (watch), server/triage_api.py (triage, optional)
+                             server/watch_api.py (watch), server/triage_api.py (triage, optional),
+                             server/docs_page.py (/docs with local Swagger UI assets)
+
+Every POST body passes `server/json_body.py:check_json_body` (strict JSON) and every error
+answer is built by `server/http_errors.py`.
 
 The lifespan owns the `RunManager` (every background run) and, on start, recovers approvals:
 a batch that was executing when the previous process died becomes `execution_unknown` and
@@ -25,6 +29,7 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from cyber_agent.core.approvals import recover_approvals
 from cyber_agent.errors import ConfigurationError, CyberAgentError
+from cyber_agent.server.docs_page import install_docs_page
 from cyber_agent.server.http_errors import error_responses, install_error_handlers
 from cyber_agent.server.local_only import DEFAULT_ALLOWED_ORIGINS, LocalOnlyMiddleware
 from cyber_agent.server.query_api import router as query_router
@@ -76,17 +81,21 @@ def create_app(
             await _recover(state)
             yield
 
+    title = "cyber_agent Trace API"
     app = FastAPI(
-        title="cyber_agent Trace API",
+        title=title,
         version="1",
         summary="Local-only REST + WebSocket API over a trace store (seed 003).",
         description="Query traces, start, continue, rewind, stop and reflect on runs, decide tool approvals, "
                     "and watch a trace's event stream. Answers only Host localhost/127.0.0.1. See docs/trace-api.md.",
         lifespan=lifespan,
+        docs_url=None,  # served by install_docs_page from local assets, never a CDN
+        redoc_url=None,
         responses=error_responses(400, 403),  # any request: refused Host / Origin (LocalOnlyMiddleware)
     )
     app.state.cyber_agent = state
     install_error_handlers(app)
+    install_docs_page(app, title=title)
     # /api/traces/running is declared before /api/traces/{trace_id} so it is not read as an id.
     app.include_router(run_router)
     app.include_router(query_router)

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from cyber_agent.errors import ConfigurationError, TraceNotFoundError
 from cyber_agent.server.http_errors import error_responses
+from cyber_agent.server.json_body import JSONBodyRoute
 from cyber_agent.server.state import State, TraceId
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Message, Trace, TraceMode, TraceStatus
@@ -25,7 +26,7 @@ from cyber_agent.trace.protocols import TraceStore
 
 __all__ = ["MessagesResponse", "SubTrace", "TraceDetail", "TraceList", "router", "sub_traces_of"]
 
-router = APIRouter(tags=["traces"])
+router = APIRouter(tags=["traces"], route_class=JSONBodyRoute)
 
 
 class TraceList(BaseModel):

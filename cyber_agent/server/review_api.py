@@ -23,13 +23,14 @@ from cyber_agent.core.approvals import ApprovalBatch, CallDecision, current_batc
 from cyber_agent.core.config import RunConfig
 from cyber_agent.errors import CyberAgentError, TraceNotFoundError
 from cyber_agent.server.http_errors import error_responses
+from cyber_agent.server.json_body import JSONBodyRoute
 from cyber_agent.server.runs import RunManager
 from cyber_agent.server.state import State, TraceId
 from cyber_agent.trace.reflection import Extraction, ExtractionStatus
 
 __all__ = ["DecisionRequest", "DecisionResult", "ExtractionList", "PendingApproval", "ReviewRequest", "resume", "router"]
 
-router = APIRouter()
+router = APIRouter(route_class=JSONBodyRoute)
 log = logging.getLogger("cyber_agent.server")
 
 

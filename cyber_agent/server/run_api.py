@@ -25,6 +25,7 @@ from cyber_agent.core.approvals import cancel_batch
 from cyber_agent.core.config import RunConfig
 from cyber_agent.errors import ConfigurationError, TraceNotFoundError
 from cyber_agent.server.http_errors import error_responses
+from cyber_agent.server.json_body import JSONBodyRoute
 from cyber_agent.server.run_models import (
     CreateTraceRequest,
     ReflectRequest,
@@ -41,7 +42,7 @@ from cyber_agent.trace.trace_id import new_root_trace_id, parse_message_id
 
 __all__ = ["Experiences", "router"]
 
-router = APIRouter(tags=["runs"])
+router = APIRouter(tags=["runs"], route_class=JSONBodyRoute)
 
 STOP_REASON = "stopped through the API"
 

@@ -20,6 +20,7 @@ from pydantic import BaseModel
 
 from cyber_agent.core.config import RunConfig
 from cyber_agent.core.triage import Triage, TriageDecision, TriggerEnvelope
+from cyber_agent.server.json_body import JSONBodyRoute
 from cyber_agent.trace.models import Trace
 
 __all__ = ["Launch", "TriageResponse", "triage_router"]
@@ -54,7 +55,7 @@ def triage_router(
     config: RunConfig | None = None,
 ) -> APIRouter:
     """Return a router with POST /api/triage; `config` is the template of triggered runs (model, limits)."""
-    router = APIRouter(tags=["triage"])
+    router = APIRouter(tags=["triage"], route_class=JSONBodyRoute)
 
     @router.post("/api/triage", response_model=TriageResponse)
     async def triage_event(

@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse
 from starlette.websockets import WebSocketDisconnect
 
 from cyber_agent.errors import InvalidIdError
+from cyber_agent.server.json_body import JSONBodyRoute
 from cyber_agent.server.query_api import SubTrace, sub_traces_of
 from cyber_agent.server.state import ServerState, server_state
 from cyber_agent.trace.events import TraceEvent
@@ -42,7 +43,7 @@ __all__ = ["POLL_SECONDS", "ConnectedMessage", "router", "wire_event"]
 POLL_SECONDS = 0.1
 """Longest wait between two reads of the event log while nothing in this server wakes the watcher."""
 
-router = APIRouter()
+router = APIRouter(route_class=JSONBodyRoute)
 
 
 class ConnectedMessage(BaseModel):

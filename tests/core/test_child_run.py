@@ -219,3 +219,27 @@ async def test_workspace_archetypes_apply_with_run_config_workspace(tmp_path: Pa
     assert result.status == "completed"
     assert result.answer.startswith("You audit") and result.answer.endswith("['read_file']")
     assert result.trace.run_config.config["max_iterations"] == 4
+
+
+async def test_a_sub_agent_of_an_xml_dialect_parent_runs_on_the_xml_dialect():
+    seen: dict[str, object] = {}
+
+    def answer(messages, tools):
+        task = messages[1]["content"]
+        if task == "child task":
+            seen["child_tools"] = tools
+            seen["child_system"] = messages[0]["content"]
+            return LLMResponse(content="child done")
+        if "asked" not in seen:  # on the XML dialect a tool result comes back as a user message
+            seen["asked"] = True
+            return LLMResponse(content='<tool_call>{"name": "agent", "arguments": {"task": "child task"}}</tool_call>')
+        return LLMResponse(content="parent done")
+
+    runner, store = make_runner(FunctionModel(answer))
+    result = await runner.run_result(TASK, RunConfig(tool_dialect="xml", tool_result_max_bytes=1024, context_window=8000))
+    assert result.status == "completed", result.trace.error_message
+    (child,) = await store.list_traces(parent_trace_id=result.trace.trace_id, limit=None)
+    assert child.run_config is not None
+    assert (child.run_config.config["tool_dialect"], child.run_config.config["tool_result_max_bytes"],
+            child.run_config.config["context_window"]) == ("xml", 1024, 8000)
+    assert not seen["child_tools"] and "<tool_call>" in str(seen["child_system"])  # the child's calls travel as XML

@@ -11,7 +11,7 @@ sync tool `add(a, b)` per step for N steps, then answers "done". Per-step time i
 of the whole run divided by N (setup of the run and the final answer included; building the
 agent, graph or store is not). Each framework is warmed up once, then the repetitions run round
 robin, so a change in machine load hits every framework alike; the table shows medians.
-Both peers run a sync tool in a worker thread; cyber_agent calls it inline (`run_in_thread=False`).
+Like both peers, cyber_agent runs a sync tool in a worker thread (every sync tool, since [hardening]).
 
 The baseline is LangGraph's `create_react_agent` without a checkpointer (pure in-memory state);
 `--memorysaver` adds LangGraph with `MemorySaver`, the closer analogue of a persisting store.

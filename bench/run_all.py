@@ -15,6 +15,7 @@ reads them. A bench that is missing, times out or fails becomes a row marked so,
 | tree      | bench/recursive_tree.py (file, memory)| a 50-agent recursive tree, sequential vs parallel(2)                    |
 | notebook  | bench/notebook.py                     | to_frames of 100k messages vs raw read+parse; 1,000-node tree drawing   |
 | calls     | bench/store_calls.py                  | TraceStore calls and file writes per model call (demo runs, a tree)     |
+| latency   | bench/tool_latency.py                 | a live server's GET latency while the worst tool calls run (< 0.5 s)    |
 
 The exit status is 1 if a cyber_agent bench failed or timed out, else 0: a target that is not
 met is a finding to read in the table, not a crash.
@@ -242,6 +243,15 @@ def rows_calls(outcome: Outcome) -> list[Row]:
     return rows
 
 
+def rows_latency(outcome: Outcome) -> list[Row]:
+    """Worst GET latency of a live server while each hostile tool call runs (target < 0.5 s)."""
+    data = outcome.data
+    if not data:
+        return _missing(outcome, "latency")
+    return [_row("latency", f"GET while {c['call']} runs ({c['gets']} GETs, median {c['median_get_s']:.4f} s)",
+                 f"worst {c['max_get_s']:.4f} s", None, "< 0.5 s", c["max_get_s"] < 0.5) for c in data["calls"]]
+
+
 def print_table(rows: list[Row]) -> None:
     """Print the consolidated table."""
     widths = {k: max(len(k), *(len(str(r[k] if r[k] is not None else "-")) for r in rows)) for k in rows[0]}
@@ -285,11 +295,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run the selected benches, print the table, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="every bench in its --quick form")
-    parser.add_argument("--only", help="comma-separated subset of: overhead,store,tree,notebook,calls")
+    parser.add_argument("--only", help="comma-separated subset of: overhead,store,tree,notebook,calls,latency")
     parser.add_argument("--dir", help="directory for file stores' temporary traces (default: system temp)")
     parser.add_argument("--out", default=str(RESULTS), help=f"where to write the JSON (default {RESULTS.relative_to(REPO)})")
     args = parser.parse_args(argv)
-    keys = ["overhead", "store", "tree", "notebook", "calls"]
+    keys = ["overhead", "store", "tree", "notebook", "calls", "latency"]
     wanted = keys if not args.only else [k for k in keys if k in args.only.split(",")]
     quick = ["--quick"] if args.quick else []
     where = ["--dir", args.dir] if args.dir else []
@@ -339,6 +349,8 @@ def main(argv: list[str] | None = None) -> int:
             rows.extend(rows_notebook(outcome, args.quick))
         if "calls" in wanted:
             bench("calls", "store_calls.py", where, 120, rows_calls)
+        if "latency" in wanted:
+            bench("latency", "tool_latency.py", [], 180, rows_latency)
     seconds = time.perf_counter() - started
     print_table(rows)
     env["load_average_at_end"] = list(os.getloadavg())

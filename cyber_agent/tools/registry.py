@@ -5,16 +5,19 @@ defaults (through a pydantic model) and from its Google-style docstring. A param
 `ToolContext` is filled by the registry, never by the model.
 
 `ToolRegistry.execute` is the one runtime gate: a call to a tool outside the caller's allowed
-snapshot is refused before its arguments are parsed or anything is injected.
+snapshot is refused before its arguments are parsed or anything is injected. A sync function
+runs in a worker thread under `ToolSpec.time_limit`, so no tool blocks the event loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import functools
 import inspect
 import json
+import math
 import re
 import time
 import typing
@@ -28,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from cyber_agent.errors import ConfigurationError, GoalError, ToolArgumentError, ToolError, UnknownToolError
 from cyber_agent.tools.context import ToolContext
 
-__all__ = ["ToolRegistry", "ToolResult", "ToolSpec", "render_tool_output"]
+__all__ = ["DEFAULT_TIME_LIMIT_SECONDS", "ToolRegistry", "ToolResult", "ToolSpec", "render_tool_output"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -37,6 +40,9 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 _ARGS_HEADERS = ("args:", "arguments:", "parameters:", "params:")
 _SCHEMA_LIST_KEYS = ("anyOf", "oneOf", "allOf", "prefixItems")
 _SCHEMA_MAP_KEYS = ("properties", "$defs")
+
+DEFAULT_TIME_LIMIT_SECONDS = 60.0
+"""Default `ToolSpec.time_limit`: seconds a sync tool may run in its worker thread."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -79,7 +85,9 @@ class ToolSpec:
     side_effects: bool = False
     """The tool changes the world (files, processes, network); a crash mid-call is `execution_unknown`."""
     run_in_thread: bool = False
-    """Run a sync function in a worker thread because it may block."""
+    """Kept for compatibility: every sync function now runs in a worker thread."""
+    time_limit: float = DEFAULT_TIME_LIMIT_SECONDS
+    """Seconds a sync function may run before the call returns a tool error (the thread runs on)."""
     category: str | None = None
     """Free-form grouping label (files, shell, planning, ...)."""
     args_model: type[BaseModel] = field(repr=False)
@@ -133,12 +141,13 @@ class ToolRegistry:
         self, func: Callable[..., Any], *, name: str | None = None, description: str | None = None,
         requires_confirmation: bool = False, editable_params: Iterable[str] = (), side_effects: bool = False,
         run_in_thread: bool = False, category: str | None = None,
+        time_limit: float = DEFAULT_TIME_LIMIT_SECONDS,
     ) -> ToolSpec:
         """Register a function as a tool and return its spec."""
         spec = build_spec(
             func, name=name, description=description, requires_confirmation=requires_confirmation,
             editable_params=tuple(editable_params), side_effects=side_effects,
-            run_in_thread=run_in_thread, category=category,
+            run_in_thread=run_in_thread, category=category, time_limit=time_limit,
         )
         self._add(spec)
         return spec
@@ -149,7 +158,7 @@ class ToolRegistry:
     def tool(
         self, /, *, name: str | None = None, description: str | None = None, requires_confirmation: bool = False,
         editable_params: Iterable[str] = (), side_effects: bool = False, run_in_thread: bool = False,
-        category: str | None = None,
+        category: str | None = None, time_limit: float = DEFAULT_TIME_LIMIT_SECONDS,
     ) -> Callable[[F], F]: ...
 
     def tool(self, func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
@@ -233,10 +242,15 @@ class ToolRegistry:
         try:
             if spec.is_async:
                 value = await spec.func(**kwargs)
-            elif spec.run_in_thread:
-                value = await asyncio.to_thread(spec.func, **kwargs)
             else:
-                value = spec.func(**kwargs)
+                # Off the loop, so a slow walk or a blocking read stalls only this call. A thread
+                # cannot be killed: on timeout it runs on, so CPU-heavy tools bound themselves too.
+                value = await _run_in_thread(spec, kwargs)
+                if value is _TIMED_OUT:
+                    return ToolResult.error(
+                        f"tool {name} did not finish within its time limit of {spec.time_limit:g} s "
+                        "(ToolSpec.time_limit); call it with a smaller input",
+                        duration_ms=_elapsed_ms(started), timed_out=True)
             if inspect.isawaitable(value):
                 value = await value
         except (ToolError, GoalError) as exc:
@@ -247,6 +261,24 @@ class ToolRegistry:
         if isinstance(value, ToolResult):
             return dataclasses.replace(value, metadata={**value.metadata, "duration_ms": _elapsed_ms(started)})
         return ToolResult(content=render_tool_output(value), metadata={"duration_ms": _elapsed_ms(started)}, data=value)
+
+
+_TIMED_OUT = object()
+
+
+async def _run_in_thread(spec: ToolSpec, kwargs: dict[str, Any]) -> Any:
+    """Run a sync tool in a worker thread; return `_TIMED_OUT` when it outlives `spec.time_limit`."""
+    # What asyncio.to_thread does, as a plain future: the tool's own TimeoutError must stay an
+    # ordinary failure, so the limit is told apart by `asyncio.wait`, not by `wait_for`.
+    call = functools.partial(contextvars.copy_context().run, spec.func, **kwargs)
+    future = asyncio.get_running_loop().run_in_executor(None, call)
+    try:
+        done, _ = await asyncio.wait({future}, timeout=spec.time_limit)
+    finally:
+        future.cancel()  # a no-op once done; otherwise the late result is dropped, not logged
+    if not done:
+        return _TIMED_OUT
+    return future.result()
 
 
 def render_tool_output(value: Any) -> str:
@@ -263,14 +295,15 @@ def render_tool_output(value: Any) -> str:
 def build_spec(
     func: Callable[..., Any], *, name: str | None = None, description: str | None = None,
     requires_confirmation: bool = False, editable_params: tuple[str, ...] = (), side_effects: bool = False,
-    run_in_thread: bool = False, category: str | None = None,
+    run_in_thread: bool = False, category: str | None = None, time_limit: float = DEFAULT_TIME_LIMIT_SECONDS,
 ) -> ToolSpec:
     """Derive a ToolSpec from a function's signature, type hints and docstring.
 
     Specs are frozen, so one is built per (plain function, options) and reused: registering the
     same module-level function in every run's fresh registry costs a lookup, not a model build.
     """
-    options = (name, description, requires_confirmation, tuple(editable_params), side_effects, run_in_thread, category)
+    options = (name, description, requires_confirmation, tuple(editable_params), side_effects, run_in_thread,
+               category, time_limit)
     if not (inspect.isfunction(func) and func.__closure__ is None):
         return _build_spec(func, *options)  # closures and bound methods: the cache would keep their state alive
     return _cached_spec(func, *options)
@@ -284,6 +317,7 @@ def _cached_spec(func: Callable[..., Any], *options: Any) -> ToolSpec:
 def _build_spec(
     func: Callable[..., Any], name: str | None, description: str | None, requires_confirmation: bool,
     editable_params: tuple[str, ...], side_effects: bool, run_in_thread: bool, category: str | None,
+    time_limit: float,
 ) -> ToolSpec:
     name = name or str(getattr(func, "__name__", ""))
     if not _NAME_RE.match(name):
@@ -293,6 +327,8 @@ def _build_spec(
         raise ConfigurationError(f"tool {name!r}", "generator functions cannot be tools; return a value")
     if is_async and run_in_thread:
         raise ConfigurationError(f"tool {name!r}", "run_in_thread applies to sync functions only")
+    if not (isinstance(time_limit, (int, float)) and 0 < time_limit <= math.inf):
+        raise ConfigurationError(f"tool {name!r}", f"time_limit must be a number of seconds > 0, got {time_limit!r}")
     doc_description, param_docs = parse_docstring(inspect.getdoc(func) or "")
     description = (description or doc_description).strip()
     if not description:
@@ -330,7 +366,8 @@ def _build_spec(
     return ToolSpec(
         name=name, description=description, parameters=parameters, func=func, is_async=is_async,
         requires_confirmation=requires_confirmation, editable_params=editable_params, side_effects=side_effects,
-        run_in_thread=run_in_thread, category=category, args_model=model, context_params=tuple(context_params),
+        run_in_thread=run_in_thread, category=category, time_limit=float(time_limit), args_model=model,
+        context_params=tuple(context_params),
     )
 
 

@@ -10,6 +10,9 @@ every other task to the offline `demo` model, so the demo task runs exactly as i
 - `echo`                 answers "echo N" (N = assistant turns so far + 1), never a tool.
 - a reflection prompt    answers two lessons as '- ' lines.
 - a recursive child's call waits while the file `$SERVER_TEST_DIR/hold_children` exists.
+- `hostile: KIND`        one turn makes the worst tool call of KIND (`list_files_escape`,
+                         `list_files_walk`, `evaluate_bigint`, `slow_sync`); then "hostile done".
+                         `slow_sync` blocks its thread until `$SERVER_TEST_DIR/release` exists.
 
 Side effects of the confirmable tools are lines in `$SERVER_TEST_DIR/side_effects.log`, so a
 test can count how often a tool really ran — across server restarts.
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +35,15 @@ from cyber_agent.trace.reflection import REFLECTION_PROMPT_HEADER
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 LESSONS = ("check which file every number comes from", "name the top region explicitly")
+
+
+HOSTILE_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
+    "list_files_escape": ("list_files", {"pattern": "../../../../**/*"}),
+    "list_files_walk": ("list_files", {"pattern": "**/*.nothing"}),
+    "evaluate_bigint": ("evaluate", {"expression": "[2**999999 // 3**315000 for _ in [1, 2, 3]]"}),
+    "slow_sync": ("slow_sync", {"seconds": 20}),
+}
+"""The worst tool calls of the [hardening] issue, by name."""
 
 
 def work_dir() -> Path:
@@ -64,8 +77,17 @@ def make_registry() -> ToolRegistry:
         while True:
             await asyncio.sleep(0.05)
 
+    def slow_sync(seconds: float) -> str:
+        """Block (a sync tool doing slow I/O) until released or `seconds` pass."""
+        (work_dir() / "slow_started").touch()
+        deadline = time.monotonic() + seconds
+        while not (work_dir() / "release").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return "slow done"
+
     registry.register(note)
     registry.register(look)
+    registry.register(slow_sync)
     registry.register(deploy, requires_confirmation=True, editable_params=("target",), side_effects=True)
     registry.register(deploy_slow, requires_confirmation=True, side_effects=True)
     return registry
@@ -99,6 +121,11 @@ class ServerTestModel:
             if turn < int(steps):
                 return LLMResponse(content="", tool_calls=[ToolCall(id=f"n{turn}", name="note", arguments={"text": f"step {turn}"})])
             return LLMResponse(content=f"gated {name} done after {turn} turns")
+        if task.startswith("hostile:"):
+            if messages[-1].get("role") == "tool":
+                return LLMResponse(content="hostile done")
+            name, arguments = HOSTILE_CALLS[task.removeprefix("hostile:").strip()]
+            return LLMResponse(content="", tool_calls=[ToolCall(id=f"h{turn}", name=name, arguments=arguments)])
         if "# Task brief" in task:
             while (work_dir() / "hold_children").exists():
                 await asyncio.sleep(0.02)

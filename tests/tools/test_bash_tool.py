@@ -93,3 +93,43 @@ async def test_timeout_with_endless_output_returns_the_capped_head_and_tail(ctx:
     result = await bash_command(ctx, "yes", timeout=0.5)
     assert result.is_error and result.metadata["timed_out"] and result.metadata["truncated"]
     assert result.content.startswith("y\ny\n") and "bytes omitted" in result.content
+
+
+def processes_with(marker: str) -> list[str]:
+    """Command lines of live processes whose arguments contain `marker`."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if marker.encode() in args:
+            found.append(f"{cmdline.parent.name}: {b' '.join(args).decode(errors='replace')}")
+    return found
+
+
+@pytest.mark.parametrize(("escape", "marker"), [
+    ("setsid sleep {m} > /dev/null 2>&1 &", "61.23451"),
+    ("nohup sleep {m} > /dev/null 2>&1 &", "61.23452"),
+    ("( (sleep {m} > /dev/null 2>&1 &) & )", "61.23453"),
+    ("sleep {m} > /dev/null 2>&1 & disown", "61.23454"),
+    ("setsid bash -c 'setsid sleep {m} & sleep {m}' > /dev/null 2>&1 &", "61.23455"),
+])
+async def test_nothing_started_survives_the_call_whatever_it_does_to_its_session(
+        ctx: ToolContext, escape: str, marker: str) -> None:
+    result = await bash_command(ctx, escape.format(m=marker) + "\nsleep 0.2; echo started")
+    assert result.content == "started\n[exit code: 0]"
+    assert processes_with(marker) == []
+
+
+async def test_a_detached_process_dies_on_timeout_and_on_cancellation(ctx: ToolContext, workspace: Path) -> None:
+    result = await bash_command(ctx, "setsid sleep 61.23456 > /dev/null 2>&1 & sleep 300", timeout=0.5)
+    assert result.metadata["timed_out"] is True and result.metadata["exit_code"] == -9
+    assert processes_with("61.23456") == []
+    async with asyncio.TaskGroup() as group:
+        task = group.create_task(bash_command(
+            ctx, "setsid sleep 61.23457 > /dev/null 2>&1 & echo $! > detached.pid; sleep 300", timeout=600))
+        await read_pid(workspace / "detached.pid")
+        task.cancel()
+    assert task.cancelled()
+    assert processes_with("61.23457") == []

@@ -110,3 +110,26 @@ def test_never_raises_anything_but_tool_error(expression: str) -> None:
     except ToolError:
         return
     assert isinstance(result, str)
+
+
+@pytest.mark.parametrize("expression", [
+    "[2**999999 // 3**315000 for _ in [1, 2, 3]]",  # the observed 3-12 s freeze
+    "[2**999999 % 3**315000 for _ in [1, 2, 3]]",
+    "2**500000 // 3**150000",
+])
+def test_big_int_division_is_charged_by_cost_before_it_runs(expression: str) -> None:
+    with pytest.raises(ToolError, match=r"integer step \d+-bit (//|%) \d+-bit is too expensive"):
+        evaluate(expression)
+
+
+def test_repeated_mid_size_divisions_exhaust_the_work_budget() -> None:
+    # Each step is allowed alone; forty of them cost more than the whole budget.
+    assert evaluate("(2**300000 // 3**100000) > 0") == "True"
+    with pytest.raises(ToolError, match="work limit"):
+        evaluate("[(2**300000 // 3**100000) > 0 for _ in [1] * 40]")
+
+
+def test_cheap_big_int_arithmetic_still_computes() -> None:
+    assert evaluate("2**3000 // 3**1000 % 1000") == str(2**3000 // 3**1000 % 1000)
+    assert evaluate("(2**999999 // 7) % 10") == str((2**999999 // 7) % 10)
+    assert evaluate("3**630000 < 2**999999") == "True"

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+import io
+import os
+import tracemalloc
 from pathlib import Path
 
 import pytest
 
 from cyber_agent.errors import ToolError
 from cyber_agent.tools.builtin import builtin_registry
+from cyber_agent.tools.builtin import files
 from cyber_agent.tools.builtin.files import MAX_LIST_ENTRIES, MAX_READ_CHARS, list_files, read_file
 from cyber_agent.tools.context import ToolContext
 
@@ -101,11 +106,17 @@ def test_list_files_entries_and_patterns(ctx: ToolContext, workspace: Path) -> N
         list_files(ctx, "..")
 
 
-def test_list_files_hides_matches_outside_through_dotdot(ctx: ToolContext, workspace: Path, outside: Path) -> None:
+def test_list_files_refuses_patterns_leading_out_before_walking(ctx: ToolContext, workspace: Path, outside: Path) -> None:
     (workspace / "sub").mkdir()
     (workspace / "kept.txt").write_text("")
-    shown = list_files(ctx, "sub", pattern="../../*").content
-    assert "secret" not in shown
+    for pattern in ("../../*", "../../../../**/*", "sub/../../*", "*/../../x"):
+        with pytest.raises(ToolError, match="pattern") as info:
+            list_files(ctx, "sub", pattern=pattern)
+        assert repr(pattern) in str(info.value)
+    # A leading '..' that stays inside the workspace is folded into the base.
+    assert list_files(ctx, "sub", pattern="../*.txt").content == "kept.txt"
+    with pytest.raises(ToolError, match="relative glob"):
+        list_files(ctx, pattern="~/*")
 
 
 def test_list_files_caps_entries(ctx: ToolContext, workspace: Path) -> None:
@@ -122,3 +133,74 @@ async def test_refusals_reach_the_model_as_error_results(ctx: ToolContext, outsi
     assert result.is_error and "outside the workspace" in result.content
     bad_limit = await registry.execute("read_file", {"path": "x", "limit": 0}, allowed={"read_file"}, context=ctx)
     assert bad_limit.is_error and "- limit:" in bad_limit.content
+
+
+def test_the_walk_limit_counts_visited_entries_not_kept_ones(
+        ctx: ToolContext, workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(files, "MAX_WALK_ENTRIES", 50)
+    for d in range(10):
+        (workspace / f"d{d}").mkdir()
+        for i in range(10):
+            (workspace / f"d{d}" / f"f{i}.txt").write_text("")
+    (workspace / "d9" / "wanted.md").write_text("")
+    result = list_files(ctx, pattern="**/*.md")  # matches almost nothing, so the kept cap never bites
+    assert result.metadata["truncated"] is True
+    assert "stopped after visiting 50 entries" in result.content
+    monkeypatch.setattr(files, "MAX_WALK_ENTRIES", 10_000)
+    assert list_files(ctx, pattern="**/*.md").content == "d9/wanted.md"
+
+
+async def test_read_file_refuses_a_fifo_without_blocking(ctx: ToolContext, workspace: Path) -> None:
+    os.mkfifo(workspace / "pipe")
+    with pytest.raises(ToolError, match=r"'pipe' is a FIFO \(named pipe\), not a regular file"):
+        await asyncio.wait_for(asyncio.to_thread(read_file, ctx, "pipe"), 10)
+    # Swapped in after the stat: the O_NONBLOCK open returns at once and fstat refuses it.
+    real_stat = os.stat
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(files.os, "stat", lambda p, *a, **k: real_stat(workspace / "regular"))
+    (workspace / "regular").write_text("x\n")
+    try:
+        with pytest.raises(ToolError, match="FIFO"):
+            await asyncio.wait_for(asyncio.to_thread(read_file, ctx, "pipe"), 10)
+    finally:
+        monkey.undo()
+
+
+def test_a_huge_single_line_is_read_in_bounded_chunks(ctx: ToolContext, workspace: Path) -> None:
+    (workspace / "one.txt").write_text("x" * 8_000_000)
+    tracemalloc.start()
+    try:
+        result = read_file(ctx, "one.txt", limit=1)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result.content.startswith("x" * MAX_READ_CHARS + "\n[... truncated at the 50000 character cap")
+    assert peak < 2_000_000, f"peak {peak} bytes to return {MAX_READ_CHARS} characters"
+
+
+@pytest.mark.parametrize("text", [
+    "a\r\nbb\rccc\n\ndddd", "x" * 23 + "\r\n" + "y" * 7, "\r\r\n\n\r", "z" * 40 + "\n" + "w" * 3 + "\n", "",
+    "é" * 30 + "\r\n" + "ü\n" * 5,
+])
+def test_the_streamed_window_matches_reading_the_whole_file(
+        ctx: ToolContext, workspace: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> None:
+    # Tiny chunk and cap sizes put '\r\n' pairs and the cap on every chunk boundary.
+    monkeypatch.setattr(files, "_LINE_CHUNK", 4)
+    monkeypatch.setattr(files, "MAX_READ_CHARS", 20)
+    (workspace / "t.txt").write_bytes(text.encode())
+    lines = list(io.StringIO(text, newline=""))
+    for offset in range(len(lines) + 2):
+        for limit in (1, 2, 3, 50):
+            window, chars, cut = [], 0, False
+            for line in lines[offset:offset + limit]:
+                if chars + len(line) > 20:
+                    window += [] if window else [line[:20]]
+                    cut = True
+                    break
+                window.append(line)
+                chars += len(line)
+            got = read_file(ctx, "t.txt", offset=offset, limit=limit)
+            if window:
+                assert got.data.startswith("".join(window)) and got.metadata["lines"] == len(window), (offset, limit)
+                more = not cut and offset + limit < len(lines)
+                assert got.metadata["truncated"] is (cut or more), (offset, limit)

@@ -385,3 +385,52 @@ async def test_cancellation_is_never_swallowed(ctx: ToolContext) -> None:
         task.cancel()
     # A swallowed cancellation would have finished the task with an error result instead.
     assert task.cancelled()
+
+
+async def test_a_slow_sync_tool_runs_off_the_event_loop(ctx: ToolContext) -> None:
+    registry = ToolRegistry()
+    release = __import__("threading").Event()
+
+    @registry.tool
+    def wait_for_release() -> str:
+        """Block until released."""
+        assert release.wait(5), "the loop never ran while the tool blocked"
+        return "released"
+
+    async def release_soon() -> None:
+        await asyncio.sleep(0.05)  # only runs if the tool left the loop free
+        release.set()
+
+    async with asyncio.TaskGroup() as group:
+        call = group.create_task(registry.execute("wait_for_release", {}, allowed={"wait_for_release"}, context=ctx))
+        group.create_task(release_soon())
+    assert (call.result().content, call.result().is_error) == ("released", False)
+
+
+async def test_a_sync_tool_over_its_time_limit_is_an_error_naming_the_limit(ctx: ToolContext) -> None:
+    registry = ToolRegistry()
+    release = __import__("threading").Event()
+
+    @registry.tool(time_limit=0.2)
+    def stuck() -> str:
+        """Never finish in time."""
+        release.wait(5)
+        return "late"
+
+    @registry.tool
+    def raises_timeout() -> str:
+        """Fail with its own TimeoutError."""
+        raise TimeoutError("upstream took too long")
+
+    try:
+        result = await registry.execute("stuck", {}, allowed={"stuck"}, context=ctx)
+    finally:
+        release.set()
+    assert result.is_error and result.metadata["timed_out"] is True
+    assert "time limit of 0.2 s" in result.content and "ToolSpec.time_limit" in result.content
+    own = await registry.execute("raises_timeout", {}, allowed={"raises_timeout"}, context=ctx)
+    assert own.content == "tool raises_timeout failed: TimeoutError: upstream took too long"
+    assert "timed_out" not in own.metadata
+    assert registry.get("stuck").time_limit == 0.2  # type: ignore[union-attr]
+    with pytest.raises(ConfigurationError, match="time_limit"):
+        registry.register(lambda: None, name="bad", description="x", time_limit=0)

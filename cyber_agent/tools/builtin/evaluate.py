@@ -9,6 +9,10 @@ formatting and everything else are refused with a ToolError naming the construct
 Work is metered so no expression can exhaust the process: each node evaluated and each item
 of every value produced is charged against a budget, sizes are checked before repetition
 (`'a' * n`, `[0] * n`) and integer powers/products are bounded in bits (`9**9**9` is refused).
+Big-integer `*`, `//`, `%` and `**` are charged by their cost, estimated from the operand sizes
+before computing (a division costs about quotient digits × divisor digits): one step over
+`_MAX_STEP_COST` is refused, and every step's cost is charged to the same budget. One C-level
+step holds the GIL, so this bound, not the registry's worker thread, is what keeps it short.
 """
 
 from __future__ import annotations
@@ -31,6 +35,13 @@ _MAX_DEPTH = 100
 _MAX_WORK = 1_000_000
 _MAX_INT_BITS = 1_000_000
 _MAX_ROUND_DIGITS = 1_000
+_DIGIT_BITS = 30
+"""CPython stores ints in 30-bit digits; costs are counted in digit operations."""
+_MAX_STEP_COST = 40_000_000
+"""Most digit operations of one big-int step (~0.1 s: a division runs at ~2.5 ns per digit operation)."""
+_COST_PER_WORK = 100
+"""Digit operations per unit of the work budget (the whole budget buys ~1e8, ~0.25 s)."""
+_KARATSUBA_CUTOFF = 70
 
 
 def _round(number: Any, ndigits: int | None = None) -> Any:
@@ -201,7 +212,19 @@ class _Interpreter:
             _check_power(left, right)
         if isinstance(node.op, ast.Mult):
             self._check_product(left, right)
+        if _is_int(left) and _is_int(right):
+            self._charge_int_step(node.op, left, right)
         return self.charge(op(left, right))
+
+    def _charge_int_step(self, op: ast.operator, left: int, right: int) -> None:
+        """Refuse or charge a big-int step by its estimated cost, before it runs."""
+        cost = _int_step_cost(op, left, right)
+        if cost > _MAX_STEP_COST:
+            symbol = {ast.Mult: "*", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**"}.get(type(op), "?")
+            raise ToolError(
+                f"integer step {left.bit_length()}-bit {symbol} {right.bit_length()}-bit is too expensive "
+                f"(~{cost:.2g} digit operations, limit {_MAX_STEP_COST:.2g}); use smaller numbers or floats")
+        self.spend(cost // _COST_PER_WORK)
 
     def _check_product(self, left: Any, right: Any) -> None:
         if _is_int(left) and _is_int(right):
@@ -328,6 +351,28 @@ def _check_power(base: Any, exponent: Any) -> None:
     if _is_int(base) and _is_int(exponent) and exponent > 0 and abs(base) > 1:
         if math.log2(abs(base)) * exponent > _MAX_INT_BITS:
             raise ToolError(f"{base} ** {exponent} is too large (over {_MAX_INT_BITS} bits)")
+
+
+def _int_step_cost(op: ast.operator, left: int, right: int) -> int:
+    """Estimate the digit operations CPython spends on `left op right` (ints), from their sizes."""
+    a, b = left.bit_length() // _DIGIT_BITS + 1, right.bit_length() // _DIGIT_BITS + 1
+    if isinstance(op, (ast.FloorDiv, ast.Mod)):
+        # Schoolbook long division: each quotient digit costs a pass over the divisor.
+        return a if b == 1 or b > a else (a - b + 1) * b
+    if isinstance(op, ast.Mult):
+        return _mul_cost(a, b)
+    if isinstance(op, ast.Pow) and right > 0 and abs(left) > 1:
+        # Repeated squaring: the last squarings, of the result's size, dominate.
+        digits = int(math.log2(abs(left)) * right) // _DIGIT_BITS + 1
+        return 2 * _mul_cost(digits // 2 + 1, digits // 2 + 1)
+    return 0  # + - and comparisons are linear: the produced value's charge covers them
+
+
+def _mul_cost(a: int, b: int) -> int:
+    small, big = min(a, b), max(a, b)
+    if small < _KARATSUBA_CUTOFF:
+        return small * big
+    return int(big / small * small ** 1.585)
 
 
 def _is_int(value: Any) -> bool:

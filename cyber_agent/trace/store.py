@@ -35,6 +35,7 @@ from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.records import JSONRecord, TraceRecord, share_message_events
 from cyber_agent.trace.store_base import BaseTraceStore
+from cyber_agent.trace.store_listing import DamagedEntry, DamageKind
 from cyber_agent.trace.store_rules import _evented_sequence
 from cyber_agent.trace.trace_id import message_id_for, validate_trace_id
 
@@ -136,10 +137,14 @@ class FileSystemTraceStore(BaseTraceStore):
             fd = os.open(path, _READ_FLAGS)
         except FileNotFoundError:
             return None
+        except OSError as exc:  # a file where a directory should be, permissions, ...: name the file
+            raise CorruptRecordError(path, f"cannot be read ({exc.strerror})") from None
         try:
             chunks = []
             while chunk := os.read(fd, _CHUNK):
                 chunks.append(chunk)
+        except OSError as exc:
+            raise CorruptRecordError(path, f"cannot be read ({exc.strerror})") from None
         finally:
             os.close(fd)
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
@@ -314,20 +319,26 @@ class FileSystemTraceStore(BaseTraceStore):
         except json.JSONDecodeError as exc:
             raise CorruptRecordError(path, f"invalid JSON ({exc.msg} at position {exc.pos})") from None
 
-    def _record_metas(self) -> list[JSONRecord]:
+    def _record_metas(self) -> tuple[list[JSONRecord], list[DamagedEntry]]:
         metas = []
-        with os.scandir(self._base) as entries:
-            names = [e.name for e in entries if not e.name.startswith(".") and e.is_dir()]
+        names, damaged = self._entry_names()
         for name in names:
             hot = self._hot.get(name)
             if hot is not None:
                 with self._lock(name):
                     metas.append(hot.trace.model_dump(mode="json"))
                 continue
-            meta = self._load_json(f"{self._base}/{name}/meta.json")
-            if isinstance(meta, dict) and "trace_id" in meta:
+            try:
+                meta = self._load_json(f"{self._base}/{name}/meta.json")
+            except CorruptRecordError as exc:
+                damaged.append(_damaged(name, exc))
+                continue
+            if isinstance(meta, dict) and meta.get("trace_id") == name:
                 metas.append(meta)
-        return metas
+            elif meta is not None:
+                damaged.append(_damaged(name, CorruptRecordError(f"{self._base}/{name}/meta.json",
+                                                                 "is not the meta record of this trace")))
+        return metas, damaged
 
     def _read_record(self, meta: JSONRecord, *, messages: bool, events: bool) -> TraceRecord:
         trace_id = meta["trace_id"]
@@ -393,18 +404,50 @@ class FileSystemTraceStore(BaseTraceStore):
         return share_message_events(numbered, raw, {m.get("sequence", 0): m for m in messages}, corrupt)
 
     def _all_traces(self) -> list[Trace]:
+        return self._list_entries()[0]
+
+    def _list_entries(self) -> tuple[list[Trace], list[DamagedEntry]]:
         out = []
-        with os.scandir(self._base) as entries:
-            names = [e.name for e in entries if e.is_dir() and not e.name.startswith(".")]
+        names, damaged = self._entry_names()
         for name in names:
             try:
-                validate_trace_id(name)
-            except InvalidIdError:
-                continue  # not a trace directory
-            trace = self._read_trace(name)
-            if trace is not None:
+                trace = self._read_trace(name)
+            except CorruptRecordError as exc:
+                damaged.append(_damaged(name, exc))
+                continue
+            if trace is not None:  # None: created, killed before meta.json (not damage)
                 out.append(trace)
-        return out
+        return out, damaged
+
+    def _entry_names(self) -> tuple[list[str], list[DamagedEntry]]:
+        """Names of the trace directories under the base path, and the entries that cannot be traces."""
+        names, damaged = [], []
+        with os.scandir(self._base) as entries:
+            for entry in entries:
+                name = entry.name
+                if name.startswith("."):
+                    continue  # temporary and lock files; never a trace
+                try:
+                    validate_trace_id(name)
+                except InvalidIdError as exc:
+                    damaged.append(DamagedEntry(name=name, path=entry.path, kind="foreign",
+                                                detail=f"not a trace directory ({exc}); move it out of the store"))
+                    continue
+                if entry.is_symlink():
+                    # Never followed: a link could point anywhere, including at another trace.
+                    damaged.append(DamagedEntry(name=name, path=entry.path, kind="symlink",
+                                                detail="a symbolic link, not a trace directory; replace it with the directory"))
+                elif not entry.is_dir(follow_symlinks=False):
+                    damaged.append(DamagedEntry(name=name, path=entry.path, kind="not_a_directory",
+                                                detail="a file where a trace directory should be; move it out of the store"))
+                else:
+                    names.append(name)
+        return names, damaged
+
+
+def _damaged(name: str, exc: CorruptRecordError) -> DamagedEntry:
+    kind: DamageKind = "unreadable" if "cannot be read" in str(exc) else "corrupt"
+    return DamagedEntry(name=name, path=str(exc.path), kind=kind, detail=str(exc))
 
 
 def _pread(fd: int, size: int, offset: int) -> bytes:

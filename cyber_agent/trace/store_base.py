@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from cyber_agent.errors import (
     ConflictError,
+    CorruptRecordError,
     GoalError,
     InvalidUpdateError,
     MessageNotFoundError,
@@ -44,6 +46,7 @@ from cyber_agent.trace.events import (
 from cyber_agent.trace.goal_models import Goal, GoalStats, GoalTree
 from cyber_agent.trace.models import Message, Trace, TraceMode, TraceStatus, utc_now
 from cyber_agent.trace.records import JSONRecord, TraceRecord, select_trees
+from cyber_agent.trace.store_listing import DamagedEntry, DamagedEntryWarning, TraceListing
 from cyber_agent.trace.store_rules import (
     _FINAL,
     _GOAL_FIELDS,
@@ -117,10 +120,15 @@ class BaseTraceStore(ABC):
     def _all_traces(self) -> list[Trace]: ...
 
     # Bulk reads (`read_records`): JSON-mode records; a store overrides these to skip pydantic.
-    def _record_metas(self) -> list[JSONRecord]:
-        """Every trace's meta as JSON (live state for traces this instance writes)."""
+    def _list_entries(self) -> tuple[list[Trace], list[DamagedEntry]]:
+        """Every readable trace as persisted, and the entries skipped as damaged (none in this default)."""
+        return self._all_traces(), []
+
+    def _record_metas(self) -> tuple[list[JSONRecord], list[DamagedEntry]]:
+        """Every trace's meta as JSON (live state for traces this instance writes), and the damaged entries."""
         out = []
-        for trace in self._all_traces():
+        traces, damaged = self._list_entries()
+        for trace in traces:
             hot = self._hot.get(trace.trace_id)
             if hot is not None:
                 with self._lock(trace.trace_id):
@@ -129,7 +137,7 @@ class BaseTraceStore(ABC):
                 view = self._cold_view(trace.trace_id)
                 if view is not None:
                     out.append(view[0].model_dump(mode="json"))
-        return out
+        return out, damaged
 
     def _read_record(self, meta: JSONRecord, *, messages: bool, events: bool) -> TraceRecord:
         """The record of the trace `meta` (from `_record_metas`) describes."""
@@ -312,11 +320,31 @@ class BaseTraceStore(ABC):
         uid: str | None = None,
         limit: int | None = 50,
     ) -> list[Trace]:
-        """Newest first; every filter is applied before `limit`."""
+        """Newest first; every filter is applied before `limit`; damaged entries are skipped with a warning."""
+        listing = await self.list_traces_report(mode=mode, status=status, agent_type=agent_type,
+                                                parent_trace_id=parent_trace_id, created_by_tool=created_by_tool,
+                                                uid=uid, limit=limit)
+        if listing.errors:
+            warnings.warn(DamagedEntryWarning(listing.errors), stacklevel=2)
+        return listing.traces
+
+    async def list_traces_report(
+        self,
+        *,
+        mode: TraceMode | None = None,
+        status: TraceStatus | None = None,
+        agent_type: str | None = None,
+        parent_trace_id: str | None = None,
+        created_by_tool: str | None = None,
+        uid: str | None = None,
+        limit: int | None = 50,
+    ) -> TraceListing:
+        """Like `list_traces`, and every damaged or foreign entry the listing skipped (`TraceListing.errors`)."""
         if limit is not None and limit < 0:
             raise InvalidUpdateError(f"limit must be >= 0 or None, got {limit}")
         matched = []
-        for trace in self._all_traces():
+        traces, damaged = self._list_entries()
+        for trace in traces:
             hot = self._hot.get(trace.trace_id)
             if hot is not None:
                 trace = hot.trace
@@ -335,10 +363,14 @@ class BaseTraceStore(ABC):
                 with self._lock(trace.trace_id):
                     out.append(_copy(self._hot[trace.trace_id].trace))
             else:
-                for orphan in self._orphans(trace):  # a record read just now: ours to update
-                    _account(trace, GoalTree(), orphan)
+                try:
+                    for orphan in self._orphans(trace):  # a record read just now: ours to update
+                        _account(trace, GoalTree(), orphan)
+                except CorruptRecordError as exc:
+                    damaged.append(DamagedEntry(name=trace.trace_id, path=str(exc.path), kind="corrupt", detail=str(exc)))
+                    continue
                 out.append(trace)
-        return out
+        return TraceListing(traces=out, errors=damaged)
 
     async def read_records(
         self, root_ids: Sequence[str] | None = None, *, messages: bool = True, events: bool = True
@@ -349,7 +381,10 @@ class BaseTraceStore(ABC):
         for root_id in root_ids or ():
             validate_trace_id(root_id)
         with gc_paused():
-            selected = select_trees(self._record_metas(), root_ids)
+            metas, damaged = self._record_metas()
+            if damaged:
+                warnings.warn(DamagedEntryWarning(damaged), stacklevel=2)
+            selected = select_trees(metas, root_ids)
             return [self._read_record(meta, messages=messages, events=events) for meta in selected]
 
     # ---- side records -------------------------------------------------------------------

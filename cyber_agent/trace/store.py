@@ -20,6 +20,7 @@ next writer adopts them (`_load_for_write`), so a kill at any moment loses nothi
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import threading
@@ -103,9 +104,7 @@ class FileSystemTraceStore(BaseTraceStore):
         fd = os.open(tmp, _OPEN_FLAGS, 0o666)
         try:
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
+                _write_all(fd, data)
                 if self.durable:
                     os.fsync(fd)
             finally:
@@ -212,11 +211,22 @@ class FileSystemTraceStore(BaseTraceStore):
     def _append_event_line(self, trace_id: str, line: str) -> None:
         fd = os.open(self._events_path(trace_id), _APPEND_FLAGS, 0o666)
         try:
-            os.write(fd, (line + "\n").encode())
-            if self.durable:
-                os.fsync(fd)
+            end = os.fstat(fd).st_size
+            try:
+                _write_all(fd, (line + "\n").encode())
+                if self.durable:
+                    os.fsync(fd)
+            except BaseException:
+                os.ftruncate(fd, end)  # a failed append leaves no torn line for the next one to bury
+                raise
         finally:
             os.close(fd)
+
+    def _delete_message(self, trace_id: str, sequence: int) -> None:
+        try:
+            os.unlink(self._message_path(trace_id, sequence))
+        except FileNotFoundError:
+            pass
 
     def _read_events(self, trace_id: str, since_event_id: int) -> list[TraceEvent]:
         path = self._events_path(trace_id)
@@ -448,6 +458,16 @@ class FileSystemTraceStore(BaseTraceStore):
 def _damaged(name: str, exc: CorruptRecordError) -> DamagedEntry:
     kind: DamageKind = "unreadable" if "cannot be read" in str(exc) else "corrupt"
     return DamagedEntry(name=name, path=str(exc.path), kind=kind, detail=str(exc))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write every byte or raise: `os.write` may write fewer (a full disk, a file-size limit)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise OSError(errno.ENOSPC, f"wrote 0 of {len(view)} bytes")
+        view = view[written:]
 
 
 def _pread(fd: int, size: int, offset: int) -> bytes:

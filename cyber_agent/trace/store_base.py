@@ -109,6 +109,8 @@ class BaseTraceStore(ABC):
     @abstractmethod
     def _read_all_messages(self, trace_id: str) -> list[Message]: ...
     @abstractmethod
+    def _delete_message(self, trace_id: str, sequence: int) -> None: ...
+    @abstractmethod
     def _append_event_line(self, trace_id: str, line: str) -> None: ...
     @abstractmethod
     def _read_events(self, trace_id: str, since_event_id: int) -> list[TraceEvent]: ...
@@ -221,7 +223,12 @@ class BaseTraceStore(ABC):
 
     def _emit(self, hot: _Hot, event_type: str, payload_json: str) -> int:
         event_id = hot.last_event_id + 1
-        self._append_event_line(hot.trace.trace_id, encode_event(event_id, hot.trace.trace_id, event_type, payload_json))
+        try:
+            self._append_event_line(hot.trace.trace_id, encode_event(event_id, hot.trace.trace_id, event_type, payload_json))
+        except BaseException:
+            # The live state may be ahead of the files now: the next write re-reads (and repairs) them.
+            self._hot.pop(hot.trace.trace_id, None)
+            raise
         hot.last_event_id = event_id
         return event_id
 
@@ -513,9 +520,19 @@ class BaseTraceStore(ABC):
             affected = _account(hot.trace, hot.tree, message, utc_now())
             hot.unflushed += 1
             hot.goals_dirty = hot.goals_dirty or bool(affected)
-            self._emit(hot, "message_added", message_added_payload(data, affected))
+            try:
+                self._emit(hot, "message_added", message_added_payload(data, affected))
+            except BaseException:
+                # All or nothing: without its event the message is undone (_emit dropped the counted
+                # totals). A crash before the unlink leaves an orphan the next writer announces.
+                self._delete_message(trace_id, message.sequence)
+                message.sequence, message.message_id = previous
+                raise
             if hot.unflushed >= self._checkpoint_every or time.monotonic() - hot.flushed_at >= self._checkpoint_interval:
-                self._checkpoint(hot)
+                try:
+                    self._checkpoint(hot)
+                except OSError:
+                    pass  # the add landed (file and event; readers count it); the next add checkpoints again
         return message.message_id
 
     async def get_message(self, message_id: str) -> Message | None:

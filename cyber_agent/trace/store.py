@@ -23,14 +23,21 @@ from __future__ import annotations
 import errno
 import json
 import os
+import socket
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from cyber_agent.errors import CorruptRecordError, InvalidIdError
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
+
+from cyber_agent.errors import CorruptRecordError, InvalidIdError, TraceLockedError
 from cyber_agent.trace.events import TraceEvent
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Message, Trace
@@ -51,6 +58,10 @@ _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _EXTRA_FLAGS
 _READ_FLAGS = os.O_RDONLY | _EXTRA_FLAGS
 _APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | _EXTRA_FLAGS
 _MAX_CACHED_DIRS = 4096
+# Held during each write; holds "{generation} pid {pid} on {host}", the holder named when a wait times out.
+_WRITER_LOCK = ".writer.lock"
+_LOCK_RECORD = 128
+_HOST = socket.gethostname()
 
 
 class FileSystemTraceStore(BaseTraceStore):
@@ -58,7 +69,7 @@ class FileSystemTraceStore(BaseTraceStore):
 
     def __init__(
         self, base_path: str | os.PathLike[str] = ".trace", *, durable: bool = False,
-        checkpoint_every: int = 32, checkpoint_interval: float = 0.5,
+        checkpoint_every: int = 32, checkpoint_interval: float = 0.5, lock_timeout: float = 10.0,
     ) -> None:
         super().__init__()
         if checkpoint_every < 1 or checkpoint_interval < 0:
@@ -72,6 +83,33 @@ class FileSystemTraceStore(BaseTraceStore):
         self._base = os.fspath(self.base_path)
         self._base_real = os.path.realpath(self._base)
         self._dirs: dict[str, str] = {}
+        self._lock_timeout = lock_timeout
+        self._writer_fds: dict[str, int] = {}
+
+    # ---- the writer lock: one write at a time per trace, across processes ---------------------
+    def _acquire_writer(self, trace_id: str) -> int | None:
+        if fcntl is None:
+            return None  # no flock (Windows): one writing process per trace, as documented
+        path = f"{self._dir(trace_id)}/{_WRITER_LOCK}"
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | _EXTRA_FLAGS, 0o666)
+        except FileNotFoundError:
+            return None  # no such trace: the operation itself reports it
+        try:
+            _flock(fd, trace_id, self._lock_timeout)
+            record = os.pread(fd, _LOCK_RECORD, 0).split(b" ", 1)[0]
+            generation = int(record) if record.isdigit() else 0
+            os.pwrite(fd, f"{generation + 1} pid {os.getpid()} on {_HOST}".encode().ljust(_LOCK_RECORD), 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._writer_fds[trace_id] = fd
+        return generation
+
+    def _release_writer(self, trace_id: str) -> None:
+        fd = self._writer_fds.pop(trace_id, None)
+        if fd is not None:
+            os.close(fd)  # closing the only descriptor releases the flock
 
     def __repr__(self) -> str:
         return f"FileSystemTraceStore(base_path={self._base!r})"
@@ -458,6 +496,25 @@ class FileSystemTraceStore(BaseTraceStore):
 def _damaged(name: str, exc: CorruptRecordError) -> DamagedEntry:
     kind: DamageKind = "unreadable" if "cannot be read" in str(exc) else "corrupt"
     return DamagedEntry(name=name, path=str(exc.path), kind=kind, detail=str(exc))
+
+
+def _flock(fd: int, trace_id: str, timeout: float) -> None:
+    """Take an exclusive flock on `fd`, waiting up to `timeout` seconds; then name the holder."""
+    assert fcntl is not None
+    deadline = time.monotonic() + timeout
+    delay = 0.0005
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                record = os.pread(fd, _LOCK_RECORD, 0).decode(errors="replace").strip()
+                holder = record.split(" ", 1)[1] if " " in record else "another process"
+                raise TraceLockedError(trace_id, holder, timeout) from None
+            # A write holds it for microseconds; sleeping here blocks only while another process writes.
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
 
 
 def _write_all(fd: int, data: bytes) -> None:

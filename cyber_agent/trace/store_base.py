@@ -23,6 +23,7 @@ import time
 import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from cyber_agent.errors import (
@@ -67,7 +68,7 @@ __all__ = ["BaseTraceStore"]
 class _Hot:
     """Write-side state of one trace: the live records and the bookkeeping of checkpoints."""
 
-    __slots__ = ("flushed_at", "goals_dirty", "last_event_id", "trace", "tree", "unflushed")
+    __slots__ = ("flushed_at", "generation", "goals_dirty", "last_event_id", "trace", "tree", "unflushed")
 
     def __init__(self, trace: Trace, tree: GoalTree, last_event_id: int) -> None:
         self.trace = trace
@@ -76,6 +77,8 @@ class _Hot:
         self.unflushed = 0
         self.goals_dirty = False
         self.flushed_at = time.monotonic()
+        # The writer-lock generation this state matches (`_writing`): a newer one means another writer.
+        self.generation = 0
 
 
 class BaseTraceStore(ABC):
@@ -167,6 +170,43 @@ class BaseTraceStore(ABC):
         evented = next((_evented_sequence(e.payload) for e in reversed(events) if e.type == "message_added"), 0)
         return (events[-1].event_id if events else 0), evented
 
+    # Cross-process writers (a file store overrides these; one process cannot share memory).
+    def _acquire_writer(self, trace_id: str) -> int | None:
+        """Take the trace's writer lock, bump and return its previous generation (None: no other writer can exist)."""
+        return None
+
+    def _release_writer(self, trace_id: str) -> None:
+        """Release what `_acquire_writer` took."""
+
+    @contextmanager
+    def _writing(self, trace_id: str) -> Iterator[_Hot]:
+        """Hold the trace's locks for one write; yield live state that matches the files."""
+        with self._lock(trace_id):
+            generation = self._acquire_writer(trace_id)
+            try:
+                hot = self._hot.get(trace_id)
+                if hot is not None and generation is not None and hot.generation != generation:
+                    del self._hot[trace_id]  # another writer changed the files: re-read them under the lock
+                hot = self._load_for_write(trace_id)
+                if generation is not None:
+                    hot.generation = generation + 1
+                yield hot
+            finally:
+                self._release_writer(trace_id)
+
+    @contextmanager
+    def _writing_side(self, trace_id: str) -> Iterator[None]:
+        """Hold the trace's locks for a write that leaves the live state as it is (a side record, a message rewrite)."""
+        with self._lock(trace_id):
+            generation = self._acquire_writer(trace_id)
+            try:
+                hot = self._hot.get(trace_id)
+                if hot is not None and generation is not None and hot.generation == generation:
+                    hot.generation = generation + 1
+                yield
+            finally:
+                self._release_writer(trace_id)
+
     # ---- state --------------------------------------------------------------------------
     def _lock(self, trace_id: str) -> threading.Lock:
         lock = self._locks.get(trace_id)
@@ -248,8 +288,8 @@ class BaseTraceStore(ABC):
 
     async def flush(self) -> None:
         """Checkpoint every trace this instance writes (readers reconcile anyway; this updates the files)."""
-        for trace_id, hot in list(self._hot.items()):
-            with self._lock(trace_id):
+        for trace_id in list(self._hot):
+            with self._writing(trace_id) as hot:  # a state another writer outdated is re-read, not written
                 if hot.unflushed or hot.goals_dirty:
                     self._checkpoint(hot)
 
@@ -292,8 +332,7 @@ class BaseTraceStore(ABC):
         bad = set(updates) - _TRACE_FIELDS
         if bad:
             raise InvalidUpdateError(f"cannot update trace field(s) {sorted(bad)}; updatable: {sorted(_TRACE_FIELDS)}")
-        with self._lock(trace_id):
-            hot = self._load_for_write(trace_id)
+        with self._writing(trace_id) as hot:
             old = hot.trace
             candidate = _assign(old, updates, f"trace {trace_id!r}")
             if not 0 <= candidate.head_sequence <= old.total_messages:
@@ -420,7 +459,7 @@ class BaseTraceStore(ABC):
         if not isinstance(data, Mapping):
             raise InvalidUpdateError(f"{name} must be a mapping, got {type(data).__name__}")
         text = encode_json(dict(data), name)
-        with self._lock(trace_id):
+        with self._writing_side(trace_id):
             self._require_exists(trace_id)
             self._write_side_record(trace_id, name, text)
 
@@ -440,8 +479,7 @@ class BaseTraceStore(ABC):
         validate_trace_id(trace_id)
         new = _copy(tree)
         new.check_structure()
-        with self._lock(trace_id):
-            hot = self._load_for_write(trace_id)
+        with self._writing(trace_id) as hot:
             old = hot.tree
             for goal in new.goals:
                 previous = old.find(goal.id)
@@ -456,8 +494,7 @@ class BaseTraceStore(ABC):
         validate_trace_id(trace_id)
         new = _copy(goal)
         new.self_stats, new.cumulative_stats = GoalStats(), GoalStats()
-        with self._lock(trace_id):
-            hot = self._load_for_write(trace_id)
+        with self._writing(trace_id) as hot:
             tree = _copy(hot.tree)
             tree.insert(new)
             self._commit_tree(hot, tree)
@@ -469,8 +506,7 @@ class BaseTraceStore(ABC):
         bad = set(updates) - _GOAL_FIELDS
         if bad:
             raise InvalidUpdateError(f"cannot update goal field(s) {sorted(bad)}; updatable: {sorted(_GOAL_FIELDS)}")
-        with self._lock(trace_id):
-            hot = self._load_for_write(trace_id)
+        with self._writing(trace_id) as hot:
             tree = _copy(hot.tree)
             goal = tree.get(goal_id, trace_id)
             merged = _assign(goal, updates, f"goal {goal_id!r}")
@@ -502,8 +538,7 @@ class BaseTraceStore(ABC):
         if type(trace_id) is not str or trace_id not in self._hot:  # hot ids were validated already
             validate_trace_id(trace_id)
         _check_counted_fields(message)
-        with self._lock(trace_id):
-            hot = self._load_for_write(trace_id)
+        with self._writing(trace_id) as hot:
             total = hot.trace.total_messages
             parent = message.parent_sequence
             if parent is not None and not (type(parent) is int and 0 < parent <= total):
@@ -583,7 +618,7 @@ class BaseTraceStore(ABC):
         bad = set(updates) - _MESSAGE_FIELDS
         if bad:
             raise InvalidUpdateError(f"cannot update message field(s) {sorted(bad)}; updatable: {sorted(_MESSAGE_FIELDS)}")
-        with self._lock(trace_id):
+        with self._writing_side(trace_id):
             message = self._read_message(trace_id, sequence)
             if message is None:
                 raise MessageNotFoundError(message_id)
@@ -601,8 +636,8 @@ class BaseTraceStore(ABC):
         if not isinstance(payload, Mapping):
             raise InvalidUpdateError(f"event payload must be a mapping, got {type(payload).__name__}")
         payload_json = encode_json(dict(payload), f"{event_type} payload")
-        with self._lock(trace_id):
-            return self._emit(self._load_for_write(trace_id), event_type, payload_json)
+        with self._writing(trace_id) as hot:
+            return self._emit(hot, event_type, payload_json)
 
     async def get_events(self, trace_id: str, since_event_id: int = 0) -> list[TraceEvent]:
         """Events with id greater than `since_event_id`, in order."""

@@ -35,6 +35,7 @@ async def test_layout_matches_the_seed(tmp_path):
     await store.flush()
     directory = tmp_path / trace_id
     assert sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*")) == [
+        ".writer.lock",  # held during each write (docs/trace.md, "Several writers")
         "events.jsonl", "goal.json", "messages", *(f"messages/{trace_id}-{i:04d}.json" for i in (1, 2, 3)),
         "meta.json", "resource_usage.json", "tool_approvals.json",
     ]

@@ -26,6 +26,7 @@ import os
 import socket
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -61,6 +62,7 @@ _MAX_CACHED_DIRS = 4096
 # Held during each write; holds "{generation} pid {pid} on {host}", the holder named when a wait times out.
 _WRITER_LOCK = ".writer.lock"
 _LOCK_RECORD = 128
+_MAX_LOCK_FILES = 256
 _HOST = socket.gethostname()
 
 
@@ -84,32 +86,47 @@ class FileSystemTraceStore(BaseTraceStore):
         self._base_real = os.path.realpath(self._base)
         self._dirs: dict[str, str] = {}
         self._lock_timeout = lock_timeout
-        self._writer_fds: dict[str, int] = {}
+        self._lock_fds: dict[str, int] = {}
+        weakref.finalize(self, _close_all, self._lock_fds)  # a dropped store leaks no descriptors
 
     # ---- the writer lock: one write at a time per trace, across processes ---------------------
     def _acquire_writer(self, trace_id: str) -> int | None:
         if fcntl is None:
             return None  # no flock (Windows): one writing process per trace, as documented
-        path = f"{self._dir(trace_id)}/{_WRITER_LOCK}"
+        fd = self._lock_fds.get(trace_id)
+        if fd is None:
+            try:
+                fd = os.open(f"{self._dir(trace_id)}/{_WRITER_LOCK}", os.O_RDWR | os.O_CREAT | _EXTRA_FLAGS, 0o666)
+            except FileNotFoundError:
+                return None  # no such trace: the operation itself reports it
+            self._close_idle_lock_files()
+            self._lock_fds[trace_id] = fd
+        _flock(fd, trace_id, self._lock_timeout)
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | _EXTRA_FLAGS, 0o666)
-        except FileNotFoundError:
-            return None  # no such trace: the operation itself reports it
-        try:
-            _flock(fd, trace_id, self._lock_timeout)
             record = os.pread(fd, _LOCK_RECORD, 0).split(b" ", 1)[0]
             generation = int(record) if record.isdigit() else 0
             os.pwrite(fd, f"{generation + 1} pid {os.getpid()} on {_HOST}".encode().ljust(_LOCK_RECORD), 0)
         except BaseException:
-            os.close(fd)
+            fcntl.flock(fd, fcntl.LOCK_UN)
             raise
-        self._writer_fds[trace_id] = fd
         return generation
 
     def _release_writer(self, trace_id: str) -> None:
-        fd = self._writer_fds.pop(trace_id, None)
-        if fd is not None:
-            os.close(fd)  # closing the only descriptor releases the flock
+        fd = self._lock_fds.get(trace_id)
+        if fd is not None and fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _close_idle_lock_files(self) -> None:
+        """Keep at most `_MAX_LOCK_FILES` lock files open (reopening one costs a path lookup per write)."""
+        if len(self._lock_fds) < _MAX_LOCK_FILES:
+            return
+        for trace_id in list(self._lock_fds):
+            lock = self._lock(trace_id)
+            if lock.acquire(blocking=False):  # not in a write of another thread
+                try:
+                    os.close(self._lock_fds.pop(trace_id))
+                finally:
+                    lock.release()
 
     def __repr__(self) -> str:
         return f"FileSystemTraceStore(base_path={self._base!r})"
@@ -496,6 +513,12 @@ class FileSystemTraceStore(BaseTraceStore):
 def _damaged(name: str, exc: CorruptRecordError) -> DamagedEntry:
     kind: DamageKind = "unreadable" if "cannot be read" in str(exc) else "corrupt"
     return DamagedEntry(name=name, path=str(exc.path), kind=kind, detail=str(exc))
+
+
+def _close_all(fds: dict[str, int]) -> None:
+    for fd in fds.values():
+        os.close(fd)
+    fds.clear()
 
 
 def _flock(fd: int, trace_id: str, timeout: float) -> None:

@@ -266,13 +266,20 @@ class FileSystemTraceStore(BaseTraceStore):
     def _append_event_line(self, trace_id: str, line: str) -> None:
         fd = os.open(self._events_path(trace_id), _APPEND_FLAGS, 0o666)
         try:
-            end = os.fstat(fd).st_size
+            view = memoryview((line + "\n").encode())
+            written = 0
             try:
-                _write_all(fd, (line + "\n").encode())
+                while written < len(view):  # os.write may write fewer bytes (a full disk, a size limit)
+                    count = os.write(fd, view[written:])
+                    if count <= 0:
+                        raise OSError(errno.ENOSPC, f"wrote 0 of {len(view) - written} bytes")
+                    written += count
                 if self.durable:
                     os.fsync(fd)
             except BaseException:
-                os.ftruncate(fd, end)  # a failed append leaves no torn line for the next one to bury
+                # Cut back to the previous end (the writer lock keeps other appends out): no torn
+                # line stays for the next append to bury in the middle.
+                os.ftruncate(fd, os.fstat(fd).st_size - written)
                 raise
         finally:
             os.close(fd)

@@ -10,6 +10,7 @@
     ├── StoreError
     │   ├── CorruptRecordError      a persisted file cannot be parsed (carries its path)
     │   ├── ConflictError           a write that contradicts persisted state
+    │   │   └── TraceLockedError    another process holds a trace's writer lock too long (names it)
     │   └── InvalidUpdateError      an update names an unknown or read-only field
     ├── GoalError                   an invalid goal-tree operation (the model sees it)
     ├── ToolError                   a tool call that cannot run (the model sees it)
@@ -54,6 +55,7 @@ __all__ = [
     "StoreError",
     "ToolArgumentError",
     "ToolError",
+    "TraceLockedError",
     "TraceNotFoundError",
     "UnknownToolError",
 ]
@@ -123,6 +125,17 @@ class CorruptRecordError(StoreError):
 
 class ConflictError(StoreError):
     """A write contradicts persisted state (duplicate id, decision already taken, ...)."""
+
+
+class TraceLockedError(ConflictError):
+    """Another process held a trace's writer lock for longer than the store waits."""
+
+    def __init__(self, trace_id: str, holder: str, waited: float) -> None:
+        self.trace_id = trace_id
+        self.holder = holder
+        self.waited = waited
+        super().__init__(f"trace {trace_id!r} is being written by {holder}; waited {waited:.1f} s for its writer "
+                         f"lock. Stop that process or wait for it, then retry")
 
 
 class InvalidUpdateError(StoreError, ValueError):

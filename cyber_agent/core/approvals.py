@@ -25,6 +25,7 @@ from cyber_agent.tools.registry import ToolRegistry
 from cyber_agent.trace.approval_records import ApprovalBatch, PendingCall
 from cyber_agent.trace.models import utc_now
 from cyber_agent.trace.protocols import TraceStore
+from cyber_agent.trace.store_listing import list_traces_report
 
 __all__ = [
     "ApprovalBatch",
@@ -135,22 +136,32 @@ async def cancel_batch(store: TraceStore, trace_id: str, reason: str = "stopped"
 
 
 async def recover_approvals(store: TraceStore) -> dict[str, str]:
-    """After a restart: fail closed on batches whose execution had started; report every open batch's state."""
-    states: dict[str, str] = {}
-    for trace in await store.list_traces(limit=None):
+    """After a restart: fail closed on batches whose execution had started; report every open batch's state.
+
+    A damaged store entry (`cyber_agent/trace/store_listing.py:DamagedEntry`) is reported as
+    "corrupt" under its name and recovery goes on with the others.
+    """
+    listing = await list_traces_report(store, limit=None)
+    states: dict[str, str] = {entry.name: "corrupt" for entry in listing.errors}
+    for trace in listing.traces:
         try:
-            batch = await current_batch(store, trace.trace_id)
+            status = await _recover_one(store, trace.trace_id)
         except CorruptRecordError:
             # One unreadable file must not stop recovery of the others; the runner still refuses to
-            # continue this trace, because it cannot read its approval state either.
-            states[trace.trace_id] = "corrupt"
-            continue
-        if batch is None or batch.status in ("done", "cancelled"):
-            continue
-        if batch.status == "executing":
-            batch.status = "execution_unknown"
-            batch.note = "the process stopped while this batch was executing; its side effects are unknown"
-            await save_batch(store, batch)
-            await store.update_trace(trace.trace_id, status="failed", error_message=batch.note)
-        states[trace.trace_id] = batch.status
+            # continue this trace, because it cannot read its approval state (or its records) either.
+            status = "corrupt"
+        if status is not None:
+            states[trace.trace_id] = status
     return states
+
+
+async def _recover_one(store: TraceStore, trace_id: str) -> str | None:
+    batch = await current_batch(store, trace_id)
+    if batch is None or batch.status in ("done", "cancelled"):
+        return None
+    if batch.status == "executing":
+        batch.status = "execution_unknown"
+        batch.note = "the process stopped while this batch was executing; its side effects are unknown"
+        await save_batch(store, batch)
+        await store.update_trace(trace_id, status="failed", error_message=batch.note)
+    return batch.status

@@ -124,7 +124,9 @@ async def _recover(state: ServerState) -> None:
         log.error("approval recovery stopped early: %s", exc)
         return
     for trace_id, status in sorted(states.items()):
-        if status == "execution_unknown":
+        if status == "corrupt":
+            log.warning("store entry %s is damaged (see GET /api/traces errors); approval recovery skipped it", trace_id)
+        elif status == "execution_unknown":
             log.warning("trace %s: an approved batch was executing when the server stopped; failed closed", trace_id)
         elif status == "decided":
             try:

@@ -23,6 +23,7 @@ from cyber_agent.server.state import State, TraceId
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Message, Trace, TraceMode, TraceStatus
 from cyber_agent.trace.protocols import TraceStore
+from cyber_agent.trace.store_listing import DamagedEntry, list_traces_report
 
 __all__ = ["MessagesResponse", "SubTrace", "TraceDetail", "TraceList", "router", "sub_traces_of"]
 
@@ -34,6 +35,8 @@ class TraceList(BaseModel):
 
     traces: list[Trace]
     """Root traces and sub-traces alike (filter with parent_trace_id / created_by_tool)."""
+    errors: list[DamagedEntry] = []
+    """Entries of the store's directory skipped as damaged or foreign, whatever the filters (docs/trace.md)."""
 
 
 class SubTrace(Trace):
@@ -74,7 +77,8 @@ class MessagesResponse(BaseModel):
 
 async def sub_traces_of(store: TraceStore, trace_id: str) -> list[SubTrace]:
     """Direct children of a trace (agents and validators), oldest first."""
-    children = await store.list_traces(parent_trace_id=trace_id, limit=None)
+    # Damaged entries are reported by GET /api/traces; here they are only skipped.
+    children = (await list_traces_report(store, parent_trace_id=trace_id, limit=None)).traces
     return [SubTrace.of(t) for t in sorted(children, key=lambda t: (t.created_at, t.trace_id))]
 
 
@@ -97,11 +101,11 @@ async def list_traces(
     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
 ) -> TraceList:
     """List traces (root and sub-traces), newest first; filters apply before `limit`."""
-    traces = await state.store.list_traces(
-        mode=mode, status=status, agent_type=agent_type, parent_trace_id=parent_trace_id,
+    listing = await list_traces_report(
+        state.store, mode=mode, status=status, agent_type=agent_type, parent_trace_id=parent_trace_id,
         created_by_tool=created_by_tool, uid=uid, limit=limit,
     )
-    return TraceList(traces=traces)
+    return TraceList(traces=listing.traces, errors=listing.errors)
 
 
 @router.get("/api/traces/{trace_id}", response_model=TraceDetail, responses=error_responses(404, 422))

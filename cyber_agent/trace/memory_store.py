@@ -69,6 +69,11 @@ class InMemoryTraceStore(BaseTraceStore):
     def _read_all_messages(self, trace_id: str) -> list[Message]:
         return [Message.model_validate_json(data) for data in self._messages.get(trace_id, [])]
 
+    def _delete_message(self, trace_id: str, sequence: int) -> None:
+        messages = self._messages.get(trace_id)
+        if messages is not None and sequence == len(messages):  # only the newest is ever rolled back
+            messages.pop()
+
     def _append_event_line(self, trace_id: str, line: str) -> None:
         self._events[trace_id].append(line)
 

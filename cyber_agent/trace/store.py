@@ -20,21 +20,31 @@ next writer adopts them (`_load_for_write`), so a kill at any moment loses nothi
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import socket
 import threading
+import time
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from cyber_agent.errors import CorruptRecordError, InvalidIdError
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None  # type: ignore[assignment]
+
+from cyber_agent.errors import CorruptRecordError, InvalidIdError, TraceLockedError
 from cyber_agent.trace.events import TraceEvent
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.records import JSONRecord, TraceRecord, share_message_events
 from cyber_agent.trace.store_base import BaseTraceStore
+from cyber_agent.trace.store_listing import DamagedEntry, DamageKind
 from cyber_agent.trace.store_rules import _evented_sequence
 from cyber_agent.trace.trace_id import message_id_for, validate_trace_id
 
@@ -49,6 +59,11 @@ _OPEN_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _EXTRA_FLAGS
 _READ_FLAGS = os.O_RDONLY | _EXTRA_FLAGS
 _APPEND_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | _EXTRA_FLAGS
 _MAX_CACHED_DIRS = 4096
+# Held during each write; holds "{generation} pid {pid} on {host}", the holder named when a wait times out.
+_WRITER_LOCK = ".writer.lock"
+_LOCK_RECORD = 128
+_MAX_LOCK_FILES = 256
+_HOST = socket.gethostname()
 
 
 class FileSystemTraceStore(BaseTraceStore):
@@ -56,7 +71,7 @@ class FileSystemTraceStore(BaseTraceStore):
 
     def __init__(
         self, base_path: str | os.PathLike[str] = ".trace", *, durable: bool = False,
-        checkpoint_every: int = 32, checkpoint_interval: float = 0.5,
+        checkpoint_every: int = 32, checkpoint_interval: float = 0.5, lock_timeout: float = 10.0,
     ) -> None:
         super().__init__()
         if checkpoint_every < 1 or checkpoint_interval < 0:
@@ -70,6 +85,48 @@ class FileSystemTraceStore(BaseTraceStore):
         self._base = os.fspath(self.base_path)
         self._base_real = os.path.realpath(self._base)
         self._dirs: dict[str, str] = {}
+        self._lock_timeout = lock_timeout
+        self._lock_fds: dict[str, int] = {}
+        weakref.finalize(self, _close_all, self._lock_fds)  # a dropped store leaks no descriptors
+
+    # ---- the writer lock: one write at a time per trace, across processes ---------------------
+    def _acquire_writer(self, trace_id: str) -> int | None:
+        if fcntl is None:
+            return None  # no flock (Windows): one writing process per trace, as documented
+        fd = self._lock_fds.get(trace_id)
+        if fd is None:
+            try:
+                fd = os.open(f"{self._dir(trace_id)}/{_WRITER_LOCK}", os.O_RDWR | os.O_CREAT | _EXTRA_FLAGS, 0o666)
+            except FileNotFoundError:
+                return None  # no such trace: the operation itself reports it
+            self._close_idle_lock_files()
+            self._lock_fds[trace_id] = fd
+        _flock(fd, trace_id, self._lock_timeout)
+        try:
+            record = os.pread(fd, _LOCK_RECORD, 0).split(b" ", 1)[0]
+            generation = int(record) if record.isdigit() else 0
+            os.pwrite(fd, f"{generation + 1} pid {os.getpid()} on {_HOST}".encode().ljust(_LOCK_RECORD), 0)
+        except BaseException:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            raise
+        return generation
+
+    def _release_writer(self, trace_id: str) -> None:
+        fd = self._lock_fds.get(trace_id)
+        if fd is not None and fcntl is not None:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _close_idle_lock_files(self) -> None:
+        """Keep at most `_MAX_LOCK_FILES` lock files open (reopening one costs a path lookup per write)."""
+        if len(self._lock_fds) < _MAX_LOCK_FILES:
+            return
+        for trace_id in list(self._lock_fds):
+            lock = self._lock(trace_id)
+            if lock.acquire(blocking=False):  # not in a write of another thread
+                try:
+                    os.close(self._lock_fds.pop(trace_id))
+                finally:
+                    lock.release()
 
     def __repr__(self) -> str:
         return f"FileSystemTraceStore(base_path={self._base!r})"
@@ -102,9 +159,7 @@ class FileSystemTraceStore(BaseTraceStore):
         fd = os.open(tmp, _OPEN_FLAGS, 0o666)
         try:
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
+                _write_all(fd, data)
                 if self.durable:
                     os.fsync(fd)
             finally:
@@ -136,10 +191,14 @@ class FileSystemTraceStore(BaseTraceStore):
             fd = os.open(path, _READ_FLAGS)
         except FileNotFoundError:
             return None
+        except OSError as exc:  # a file where a directory should be, permissions, ...: name the file
+            raise CorruptRecordError(path, f"cannot be read ({exc.strerror})") from None
         try:
             chunks = []
             while chunk := os.read(fd, _CHUNK):
                 chunks.append(chunk)
+        except OSError as exc:
+            raise CorruptRecordError(path, f"cannot be read ({exc.strerror})") from None
         finally:
             os.close(fd)
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
@@ -207,11 +266,29 @@ class FileSystemTraceStore(BaseTraceStore):
     def _append_event_line(self, trace_id: str, line: str) -> None:
         fd = os.open(self._events_path(trace_id), _APPEND_FLAGS, 0o666)
         try:
-            os.write(fd, (line + "\n").encode())
-            if self.durable:
-                os.fsync(fd)
+            view = memoryview((line + "\n").encode())
+            written = 0
+            try:
+                while written < len(view):  # os.write may write fewer bytes (a full disk, a size limit)
+                    count = os.write(fd, view[written:])
+                    if count <= 0:
+                        raise OSError(errno.ENOSPC, f"wrote 0 of {len(view) - written} bytes")
+                    written += count
+                if self.durable:
+                    os.fsync(fd)
+            except BaseException:
+                # Cut back to the previous end (the writer lock keeps other appends out): no torn
+                # line stays for the next append to bury in the middle.
+                os.ftruncate(fd, os.fstat(fd).st_size - written)
+                raise
         finally:
             os.close(fd)
+
+    def _delete_message(self, trace_id: str, sequence: int) -> None:
+        try:
+            os.unlink(self._message_path(trace_id, sequence))
+        except FileNotFoundError:
+            pass
 
     def _read_events(self, trace_id: str, since_event_id: int) -> list[TraceEvent]:
         path = self._events_path(trace_id)
@@ -314,20 +391,26 @@ class FileSystemTraceStore(BaseTraceStore):
         except json.JSONDecodeError as exc:
             raise CorruptRecordError(path, f"invalid JSON ({exc.msg} at position {exc.pos})") from None
 
-    def _record_metas(self) -> list[JSONRecord]:
+    def _record_metas(self) -> tuple[list[JSONRecord], list[DamagedEntry]]:
         metas = []
-        with os.scandir(self._base) as entries:
-            names = [e.name for e in entries if not e.name.startswith(".") and e.is_dir()]
+        names, damaged = self._entry_names()
         for name in names:
             hot = self._hot.get(name)
             if hot is not None:
                 with self._lock(name):
                     metas.append(hot.trace.model_dump(mode="json"))
                 continue
-            meta = self._load_json(f"{self._base}/{name}/meta.json")
-            if isinstance(meta, dict) and "trace_id" in meta:
+            try:
+                meta = self._load_json(f"{self._base}/{name}/meta.json")
+            except CorruptRecordError as exc:
+                damaged.append(_damaged(name, exc))
+                continue
+            if isinstance(meta, dict) and meta.get("trace_id") == name:
                 metas.append(meta)
-        return metas
+            elif meta is not None:
+                damaged.append(_damaged(name, CorruptRecordError(f"{self._base}/{name}/meta.json",
+                                                                 "is not the meta record of this trace")))
+        return metas, damaged
 
     def _read_record(self, meta: JSONRecord, *, messages: bool, events: bool) -> TraceRecord:
         trace_id = meta["trace_id"]
@@ -393,18 +476,85 @@ class FileSystemTraceStore(BaseTraceStore):
         return share_message_events(numbered, raw, {m.get("sequence", 0): m for m in messages}, corrupt)
 
     def _all_traces(self) -> list[Trace]:
+        return self._list_entries()[0]
+
+    def _list_entries(self) -> tuple[list[Trace], list[DamagedEntry]]:
         out = []
-        with os.scandir(self._base) as entries:
-            names = [e.name for e in entries if e.is_dir() and not e.name.startswith(".")]
+        names, damaged = self._entry_names()
         for name in names:
             try:
-                validate_trace_id(name)
-            except InvalidIdError:
-                continue  # not a trace directory
-            trace = self._read_trace(name)
-            if trace is not None:
+                trace = self._read_trace(name)
+            except CorruptRecordError as exc:
+                damaged.append(_damaged(name, exc))
+                continue
+            if trace is not None:  # None: created, killed before meta.json (not damage)
                 out.append(trace)
-        return out
+        return out, damaged
+
+    def _entry_names(self) -> tuple[list[str], list[DamagedEntry]]:
+        """Names of the trace directories under the base path, and the entries that cannot be traces."""
+        names, damaged = [], []
+        with os.scandir(self._base) as entries:
+            for entry in entries:
+                name = entry.name
+                if name.startswith("."):
+                    continue  # temporary and lock files; never a trace
+                try:
+                    validate_trace_id(name)
+                except InvalidIdError as exc:
+                    damaged.append(DamagedEntry(name=name, path=entry.path, kind="foreign",
+                                                detail=f"not a trace directory ({exc}); move it out of the store"))
+                    continue
+                if entry.is_symlink():
+                    # Never followed: a link could point anywhere, including at another trace.
+                    damaged.append(DamagedEntry(name=name, path=entry.path, kind="symlink",
+                                                detail="a symbolic link, not a trace directory; replace it with the directory"))
+                elif not entry.is_dir(follow_symlinks=False):
+                    damaged.append(DamagedEntry(name=name, path=entry.path, kind="not_a_directory",
+                                                detail="a file where a trace directory should be; move it out of the store"))
+                else:
+                    names.append(name)
+        return names, damaged
+
+
+def _damaged(name: str, exc: CorruptRecordError) -> DamagedEntry:
+    kind: DamageKind = "unreadable" if "cannot be read" in str(exc) else "corrupt"
+    return DamagedEntry(name=name, path=str(exc.path), kind=kind, detail=str(exc))
+
+
+def _close_all(fds: dict[str, int]) -> None:
+    for fd in fds.values():
+        os.close(fd)
+    fds.clear()
+
+
+def _flock(fd: int, trace_id: str, timeout: float) -> None:
+    """Take an exclusive flock on `fd`, waiting up to `timeout` seconds; then name the holder."""
+    assert fcntl is not None
+    deadline = time.monotonic() + timeout
+    delay = 0.0005
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                record = os.pread(fd, _LOCK_RECORD, 0).decode(errors="replace").strip()
+                holder = record.split(" ", 1)[1] if " " in record else "another process"
+                raise TraceLockedError(trace_id, holder, timeout) from None
+            # A write holds it for microseconds; sleeping here blocks only while another process writes.
+            time.sleep(delay)
+            delay = min(delay * 2, 0.05)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Write every byte or raise: `os.write` may write fewer (a full disk, a file-size limit)."""
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        if written <= 0:
+            raise OSError(errno.ENOSPC, f"wrote 0 of {len(view)} bytes")
+        view = view[written:]
 
 
 def _pread(fd: int, size: int, offset: int) -> bytes:

@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import threading
 import time
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from cyber_agent.errors import (
     ConflictError,
+    CorruptRecordError,
     GoalError,
     InvalidUpdateError,
     MessageNotFoundError,
@@ -45,6 +48,7 @@ from cyber_agent.trace.event_payloads import check_payload
 from cyber_agent.trace.goal_models import Goal, GoalStats, GoalTree
 from cyber_agent.trace.models import Message, Trace, TraceMode, TraceStatus, utc_now
 from cyber_agent.trace.records import JSONRecord, TraceRecord, select_trees
+from cyber_agent.trace.store_listing import DamagedEntry, DamagedEntryWarning, TraceListing
 from cyber_agent.trace.store_rules import (
     _FINAL,
     _GOAL_FIELDS,
@@ -65,7 +69,7 @@ __all__ = ["BaseTraceStore"]
 class _Hot:
     """Write-side state of one trace: the live records and the bookkeeping of checkpoints."""
 
-    __slots__ = ("flushed_at", "goals_dirty", "last_event_id", "trace", "tree", "unflushed")
+    __slots__ = ("flushed_at", "generation", "goals_dirty", "last_event_id", "trace", "tree", "unflushed")
 
     def __init__(self, trace: Trace, tree: GoalTree, last_event_id: int) -> None:
         self.trace = trace
@@ -74,6 +78,8 @@ class _Hot:
         self.unflushed = 0
         self.goals_dirty = False
         self.flushed_at = time.monotonic()
+        # The writer-lock generation this state matches (`_writing`): a newer one means another writer.
+        self.generation = 0
 
 
 class BaseTraceStore(ABC):
@@ -107,6 +113,8 @@ class BaseTraceStore(ABC):
     @abstractmethod
     def _read_all_messages(self, trace_id: str) -> list[Message]: ...
     @abstractmethod
+    def _delete_message(self, trace_id: str, sequence: int) -> None: ...
+    @abstractmethod
     def _append_event_line(self, trace_id: str, line: str) -> None: ...
     @abstractmethod
     def _read_events(self, trace_id: str, since_event_id: int) -> list[TraceEvent]: ...
@@ -118,10 +126,15 @@ class BaseTraceStore(ABC):
     def _all_traces(self) -> list[Trace]: ...
 
     # Bulk reads (`read_records`): JSON-mode records; a store overrides these to skip pydantic.
-    def _record_metas(self) -> list[JSONRecord]:
-        """Every trace's meta as JSON (live state for traces this instance writes)."""
+    def _list_entries(self) -> tuple[list[Trace], list[DamagedEntry]]:
+        """Every readable trace as persisted, and the entries skipped as damaged (none in this default)."""
+        return self._all_traces(), []
+
+    def _record_metas(self) -> tuple[list[JSONRecord], list[DamagedEntry]]:
+        """Every trace's meta as JSON (live state for traces this instance writes), and the damaged entries."""
         out = []
-        for trace in self._all_traces():
+        traces, damaged = self._list_entries()
+        for trace in traces:
             hot = self._hot.get(trace.trace_id)
             if hot is not None:
                 with self._lock(trace.trace_id):
@@ -130,7 +143,7 @@ class BaseTraceStore(ABC):
                 view = self._cold_view(trace.trace_id)
                 if view is not None:
                     out.append(view[0].model_dump(mode="json"))
-        return out
+        return out, damaged
 
     def _read_record(self, meta: JSONRecord, *, messages: bool, events: bool) -> TraceRecord:
         """The record of the trace `meta` (from `_record_metas`) describes."""
@@ -157,6 +170,43 @@ class BaseTraceStore(ABC):
         events = self._read_events(trace_id, 0)
         evented = next((_evented_sequence(e.payload) for e in reversed(events) if e.type == "message_added"), 0)
         return (events[-1].event_id if events else 0), evented
+
+    # Cross-process writers (a file store overrides these; one process cannot share memory).
+    def _acquire_writer(self, trace_id: str) -> int | None:
+        """Take the trace's writer lock, bump and return its previous generation (None: no other writer can exist)."""
+        return None
+
+    def _release_writer(self, trace_id: str) -> None:
+        """Release what `_acquire_writer` took."""
+
+    @contextmanager
+    def _writing(self, trace_id: str) -> Iterator[_Hot]:
+        """Hold the trace's locks for one write; yield live state that matches the files."""
+        with self._lock(trace_id):
+            generation = self._acquire_writer(trace_id)
+            try:
+                hot = self._hot.get(trace_id)
+                if hot is not None and generation is not None and hot.generation != generation:
+                    del self._hot[trace_id]  # another writer changed the files: re-read them under the lock
+                hot = self._load_for_write(trace_id)
+                if generation is not None:
+                    hot.generation = generation + 1
+                yield hot
+            finally:
+                self._release_writer(trace_id)
+
+    @contextmanager
+    def _writing_side(self, trace_id: str) -> Iterator[None]:
+        """Hold the trace's locks for a write that leaves the live state as it is (a side record, a message rewrite)."""
+        with self._lock(trace_id):
+            generation = self._acquire_writer(trace_id)
+            try:
+                hot = self._hot.get(trace_id)
+                if hot is not None and generation is not None and hot.generation == generation:
+                    hot.generation = generation + 1
+                yield
+            finally:
+                self._release_writer(trace_id)
 
     # ---- state --------------------------------------------------------------------------
     def _lock(self, trace_id: str) -> threading.Lock:
@@ -214,7 +264,12 @@ class BaseTraceStore(ABC):
 
     def _emit(self, hot: _Hot, event_type: str, payload_json: str) -> int:
         event_id = hot.last_event_id + 1
-        self._append_event_line(hot.trace.trace_id, encode_event(event_id, hot.trace.trace_id, event_type, payload_json))
+        try:
+            self._append_event_line(hot.trace.trace_id, encode_event(event_id, hot.trace.trace_id, event_type, payload_json))
+        except BaseException:
+            # The live state may be ahead of the files now: the next write re-reads (and repairs) them.
+            self._hot.pop(hot.trace.trace_id, None)
+            raise
         hot.last_event_id = event_id
         return event_id
 
@@ -234,8 +289,8 @@ class BaseTraceStore(ABC):
 
     async def flush(self) -> None:
         """Checkpoint every trace this instance writes (readers reconcile anyway; this updates the files)."""
-        for trace_id, hot in list(self._hot.items()):
-            with self._lock(trace_id):
+        for trace_id in list(self._hot):
+            with self._writing(trace_id) as hot:  # a state another writer outdated is re-read, not written
                 if hot.unflushed or hot.goals_dirty:
                     self._checkpoint(hot)
 
@@ -278,8 +333,7 @@ class BaseTraceStore(ABC):
         bad = set(updates) - _TRACE_FIELDS
         if bad:
             raise InvalidUpdateError(f"cannot update trace field(s) {sorted(bad)}; updatable: {sorted(_TRACE_FIELDS)}")
-        with self._lock(trace_id):
-            hot = self._load_for_write(trace_id)
+        with self._writing(trace_id) as hot:
             old = hot.trace
             candidate = _assign(old, updates, f"trace {trace_id!r}")
             if not 0 <= candidate.head_sequence <= old.total_messages:
@@ -313,11 +367,31 @@ class BaseTraceStore(ABC):
         uid: str | None = None,
         limit: int | None = 50,
     ) -> list[Trace]:
-        """Newest first; every filter is applied before `limit`."""
+        """Newest first; every filter is applied before `limit`; damaged entries are skipped with a warning."""
+        listing = await self.list_traces_report(mode=mode, status=status, agent_type=agent_type,
+                                                parent_trace_id=parent_trace_id, created_by_tool=created_by_tool,
+                                                uid=uid, limit=limit)
+        if listing.errors:
+            warnings.warn(DamagedEntryWarning(listing.errors), stacklevel=2)
+        return listing.traces
+
+    async def list_traces_report(
+        self,
+        *,
+        mode: TraceMode | None = None,
+        status: TraceStatus | None = None,
+        agent_type: str | None = None,
+        parent_trace_id: str | None = None,
+        created_by_tool: str | None = None,
+        uid: str | None = None,
+        limit: int | None = 50,
+    ) -> TraceListing:
+        """Like `list_traces`, and every damaged or foreign entry the listing skipped (`TraceListing.errors`)."""
         if limit is not None and limit < 0:
             raise InvalidUpdateError(f"limit must be >= 0 or None, got {limit}")
         matched = []
-        for trace in self._all_traces():
+        traces, damaged = self._list_entries()
+        for trace in traces:
             hot = self._hot.get(trace.trace_id)
             if hot is not None:
                 trace = hot.trace
@@ -336,10 +410,14 @@ class BaseTraceStore(ABC):
                 with self._lock(trace.trace_id):
                     out.append(_copy(self._hot[trace.trace_id].trace))
             else:
-                for orphan in self._orphans(trace):  # a record read just now: ours to update
-                    _account(trace, GoalTree(), orphan)
+                try:
+                    for orphan in self._orphans(trace):  # a record read just now: ours to update
+                        _account(trace, GoalTree(), orphan)
+                except CorruptRecordError as exc:
+                    damaged.append(DamagedEntry(name=trace.trace_id, path=str(exc.path), kind="corrupt", detail=str(exc)))
+                    continue
                 out.append(trace)
-        return out
+        return TraceListing(traces=out, errors=damaged)
 
     async def read_records(
         self, root_ids: Sequence[str] | None = None, *, messages: bool = True, events: bool = True
@@ -350,7 +428,10 @@ class BaseTraceStore(ABC):
         for root_id in root_ids or ():
             validate_trace_id(root_id)
         with gc_paused():
-            selected = select_trees(self._record_metas(), root_ids)
+            metas, damaged = self._record_metas()
+            if damaged:
+                warnings.warn(DamagedEntryWarning(damaged), stacklevel=2)
+            selected = select_trees(metas, root_ids)
             return [self._read_record(meta, messages=messages, events=events) for meta in selected]
 
     # ---- side records -------------------------------------------------------------------
@@ -379,7 +460,7 @@ class BaseTraceStore(ABC):
         if not isinstance(data, Mapping):
             raise InvalidUpdateError(f"{name} must be a mapping, got {type(data).__name__}")
         text = encode_json(dict(data), name)
-        with self._lock(trace_id):
+        with self._writing_side(trace_id):
             self._require_exists(trace_id)
             self._write_side_record(trace_id, name, text)
 
@@ -399,8 +480,7 @@ class BaseTraceStore(ABC):
         validate_trace_id(trace_id)
         new = _copy(tree)
         new.check_structure()
-        with self._lock(trace_id):
-            hot = self._load_for_write(trace_id)
+        with self._writing(trace_id) as hot:
             old = hot.tree
             for goal in new.goals:
                 previous = old.find(goal.id)
@@ -415,8 +495,7 @@ class BaseTraceStore(ABC):
         validate_trace_id(trace_id)
         new = _copy(goal)
         new.self_stats, new.cumulative_stats = GoalStats(), GoalStats()
-        with self._lock(trace_id):
-            hot = self._load_for_write(trace_id)
+        with self._writing(trace_id) as hot:
             tree = _copy(hot.tree)
             tree.insert(new)
             self._commit_tree(hot, tree)
@@ -428,8 +507,7 @@ class BaseTraceStore(ABC):
         bad = set(updates) - _GOAL_FIELDS
         if bad:
             raise InvalidUpdateError(f"cannot update goal field(s) {sorted(bad)}; updatable: {sorted(_GOAL_FIELDS)}")
-        with self._lock(trace_id):
-            hot = self._load_for_write(trace_id)
+        with self._writing(trace_id) as hot:
             tree = _copy(hot.tree)
             goal = tree.get(goal_id, trace_id)
             merged = _assign(goal, updates, f"goal {goal_id!r}")
@@ -461,8 +539,7 @@ class BaseTraceStore(ABC):
         if type(trace_id) is not str or trace_id not in self._hot:  # hot ids were validated already
             validate_trace_id(trace_id)
         _check_counted_fields(message)
-        with self._lock(trace_id):
-            hot = self._load_for_write(trace_id)
+        with self._writing(trace_id) as hot:
             total = hot.trace.total_messages
             parent = message.parent_sequence
             if parent is not None and not (type(parent) is int and 0 < parent <= total):
@@ -479,9 +556,19 @@ class BaseTraceStore(ABC):
             affected = _account(hot.trace, hot.tree, message, utc_now())
             hot.unflushed += 1
             hot.goals_dirty = hot.goals_dirty or bool(affected)
-            self._emit(hot, "message_added", message_added_payload(data, affected))
+            try:
+                self._emit(hot, "message_added", message_added_payload(data, affected))
+            except BaseException:
+                # All or nothing: without its event the message is undone (_emit dropped the counted
+                # totals). A crash before the unlink leaves an orphan the next writer announces.
+                self._delete_message(trace_id, message.sequence)
+                message.sequence, message.message_id = previous
+                raise
             if hot.unflushed >= self._checkpoint_every or time.monotonic() - hot.flushed_at >= self._checkpoint_interval:
-                self._checkpoint(hot)
+                try:
+                    self._checkpoint(hot)
+                except OSError:
+                    pass  # the add landed (file and event; readers count it); the next add checkpoints again
         return message.message_id
 
     async def get_message(self, message_id: str) -> Message | None:
@@ -532,7 +619,7 @@ class BaseTraceStore(ABC):
         bad = set(updates) - _MESSAGE_FIELDS
         if bad:
             raise InvalidUpdateError(f"cannot update message field(s) {sorted(bad)}; updatable: {sorted(_MESSAGE_FIELDS)}")
-        with self._lock(trace_id):
+        with self._writing_side(trace_id):
             message = self._read_message(trace_id, sequence)
             if message is None:
                 raise MessageNotFoundError(message_id)
@@ -551,8 +638,8 @@ class BaseTraceStore(ABC):
             raise InvalidUpdateError(f"event payload must be a mapping, got {type(payload).__name__}")
         payload_json = encode_json(dict(payload), f"{event_type} payload")
         check_payload(event_type, payload_json)  # the JSON is persisted as given; the model only checks it
-        with self._lock(trace_id):
-            return self._emit(self._load_for_write(trace_id), event_type, payload_json)
+        with self._writing(trace_id) as hot:
+            return self._emit(hot, event_type, payload_json)
 
     async def get_events(self, trace_id: str, since_event_id: int = 0) -> list[TraceEvent]:
         """Events with id greater than `since_event_id`, in order."""

@@ -1,7 +1,7 @@
 """Corrupt or truncated records fail closed, or are tolerated where the spec says so, and name the file.
 
 The spec (A10, T4, T8; docs/trace.md "Crash safety"): missing or corrupt resource usage fails
-closed; a corrupt `meta.json`, `goal.json`, message file, side record or middle line of
+closed; a corrupt `meta.json` (skipped and reported by listings), `goal.json`, message file, side record or middle line of
 `events.jsonl` raises `CorruptRecordError` naming the file; a torn last line of `events.jsonl`
 (a killed append) is ignored by readers and cut by the next writer. Every case starts from a
 real finished recursive run on a FileSystemTraceStore (root, its validator) and damages one file.
@@ -131,11 +131,15 @@ def test_corrupt_meta_fails_closed_naming_the_file(finished, damage, capsys):
         meta["trace_id"] = "00000000-0000-4000-8000-000000000000"
         path.write_text(json.dumps(meta))
     store = _store(finished)
-    for read in (lambda: store.get_trace(finished.root.trace_id), lambda: store.list_traces(limit=None),
+    for read in (lambda: store.get_trace(finished.root.trace_id),
                  lambda: store.get_main_path_messages(finished.root.trace_id)):
         with pytest.raises(CorruptRecordError) as raised:
             asyncio.run(read())
         _names_file(raised.value, path)
+    # A listing skips the damaged trace (its validator stays listed) and names the file.
+    report = asyncio.run(store.list_traces_report(limit=None))
+    assert finished.root.trace_id not in [t.trace_id for t in report.traces] and report.traces
+    assert [(e.name, e.path) for e in report.errors] == [(finished.root.trace_id, str(path))]
     _trace, _model, error = asyncio.run(finished.continue_run())
     _names_file(error, path)
     code = cli.main(["--store", str(finished.base), "show", finished.root.trace_id])

@@ -122,7 +122,7 @@ STORE_CALLS: dict[str, Callable[[BaseTraceStore, str], Any]] = {
     "get_message": lambda s, bad: s.get_message(f"{bad}-0001"),
     "update_message": lambda s, bad: s.update_message(f"{bad}-0001", description="x"),
 }
-NOT_ID_TAKING = {"list_traces", "flush"}
+NOT_ID_TAKING = {"list_traces", "list_traces_report", "flush"}
 """Public methods without an id argument: list filters are compared, never joined to a path."""
 
 
@@ -153,6 +153,8 @@ def test_list_filters_never_reach_outside(tree):
     for bad in BAD_TRACE_IDS:
         traces = tree.run_coro(store.list_traces(parent_trace_id=bad, created_by_tool=bad, uid=bad, limit=None))
         assert traces == []
+        report = tree.run_coro(store.list_traces_report(parent_trace_id=bad, created_by_tool=bad, uid=bad, limit=None))
+        assert report.traces == []
     assert SECRET not in json.dumps([t.model_dump(mode="json") for t in tree.run_coro(store.list_traces(limit=None))])
 
 

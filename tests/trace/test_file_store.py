@@ -11,6 +11,7 @@ from store_helpers import add_chain, assistant, user
 
 from cyber_agent.errors import CorruptRecordError, InvalidIdError
 from cyber_agent.trace import FileSystemTraceStore, Goal, GoalTree, Trace
+from cyber_agent.trace.store_listing import DamagedEntryWarning
 
 
 async def _trace(store: FileSystemTraceStore) -> str:
@@ -34,6 +35,7 @@ async def test_layout_matches_the_seed(tmp_path):
     await store.flush()
     directory = tmp_path / trace_id
     assert sorted(p.relative_to(directory).as_posix() for p in directory.rglob("*")) == [
+        ".writer.lock",  # held during each write (docs/trace.md, "Several writers")
         "events.jsonl", "goal.json", "messages", *(f"messages/{trace_id}-{i:04d}.json" for i in (1, 2, 3)),
         "meta.json", "resource_usage.json", "tool_approvals.json",
     ]
@@ -95,10 +97,12 @@ async def test_corrupt_meta_raises_naming_its_path(tmp_path, content):
     meta = tmp_path / trace_id / "meta.json"
     meta.write_bytes(content)
     reader = FileSystemTraceStore(tmp_path)
-    for call in (reader.get_trace(trace_id), reader.list_traces(), reader.update_trace(trace_id, status="failed")):
+    for call in (reader.get_trace(trace_id), reader.update_trace(trace_id, status="failed")):
         with pytest.raises(CorruptRecordError) as info:
             await call
         assert info.value.path == meta and str(meta) in str(info.value)
+    report = await reader.list_traces_report()  # a listing skips it and names the file
+    assert report.traces == [] and [(e.name, e.path, e.kind) for e in report.errors] == [(trace_id, str(meta), "corrupt")]
 
 
 async def test_meta_of_another_trace_is_corrupt(tmp_path):
@@ -287,7 +291,8 @@ async def test_unknown_directories_are_not_traces(tmp_path):
     trace_id = await _trace(store)
     (tmp_path / "not a trace").mkdir()
     (tmp_path / "half-created").mkdir()  # created, killed before meta.json
-    assert [t.trace_id for t in await store.list_traces()] == [trace_id]
+    with pytest.warns(DamagedEntryWarning, match="not a trace"):  # foreign: reported; half-created: not damage
+        assert [t.trace_id for t in await store.list_traces()] == [trace_id]
     with pytest.raises(InvalidIdError):
         await store.get_trace("not a trace")
     assert await store.get_trace("half-created") is None

@@ -46,7 +46,7 @@ from cyber_agent.trace.records import JSONRecord, TraceRecord, share_message_eve
 from cyber_agent.trace.store_base import BaseTraceStore
 from cyber_agent.trace.store_listing import DamagedEntry, DamageKind
 from cyber_agent.trace.store_rules import _evented_sequence
-from cyber_agent.trace.trace_id import message_id_for, validate_trace_id
+from cyber_agent.trace.trace_id import FULL_TRACE_ID_RE as _FULL_ID, message_id_for, validate_trace_id
 
 __all__ = ["FileSystemTraceStore"]
 
@@ -510,8 +510,12 @@ class FileSystemTraceStore(BaseTraceStore):
                     damaged.append(DamagedEntry(name=name, path=entry.path, kind="symlink",
                                                 detail="a symbolic link, not a trace directory; replace it with the directory"))
                 elif not entry.is_dir(follow_symlinks=False):
-                    damaged.append(DamagedEntry(name=name, path=entry.path, kind="not_a_directory",
-                                                detail="a file where a trace directory should be; move it out of the store"))
+                    # A file named like a trace id sits where a trace should be; any other file
+                    # (a recording, notes) was put beside the traces on purpose.
+                    kind: DamageKind = "not_a_directory" if _FULL_ID.match(name) else "foreign"
+                    damaged.append(DamagedEntry(name=name, path=entry.path, kind=kind,
+                                                detail="a file where a trace directory should be; move it out of the store"
+                                                if kind == "not_a_directory" else "a file, not a trace directory"))
                 else:
                     names.append(name)
         return names, damaged

@@ -371,8 +371,9 @@ class BaseTraceStore(ABC):
         listing = await self.list_traces_report(mode=mode, status=status, agent_type=agent_type,
                                                 parent_trace_id=parent_trace_id, created_by_tool=created_by_tool,
                                                 uid=uid, limit=limit)
-        if listing.errors:
-            warnings.warn(DamagedEntryWarning(listing.errors), stacklevel=2)
+        damaged = [e for e in listing.errors if e.kind != "foreign"]
+        if damaged:  # foreign files beside the traces (a recording, notes) are reported, not warned about
+            warnings.warn(DamagedEntryWarning(damaged), stacklevel=2)
         return listing.traces
 
     async def list_traces_report(
@@ -429,8 +430,8 @@ class BaseTraceStore(ABC):
             validate_trace_id(root_id)
         with gc_paused():
             metas, damaged = self._record_metas()
-            if damaged:
-                warnings.warn(DamagedEntryWarning(damaged), stacklevel=2)
+            if any(e.kind != "foreign" for e in damaged):
+                warnings.warn(DamagedEntryWarning([e for e in damaged if e.kind != "foreign"]), stacklevel=2)
             selected = select_trees(metas, root_ids)
             return [self._read_record(meta, messages=messages, events=events) for meta in selected]
 

@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from cyber_agent.errors import InvalidIdError
 
 __all__ = [
+    "FULL_TRACE_ID_RE",
     "MAX_TRACE_ID_LENGTH",
     "ParsedTraceId",
     "message_id_for",
@@ -37,6 +38,8 @@ _MAX_SEQ = 999_999  # six digits, as _SUFFIX parses
 _SUFFIX = r"@([a-z][a-z0-9_]{0,31})-(\d{14})-(\d{3,6})"
 _SUFFIX_RE = re.compile(_SUFFIX)
 _FULL_RE = re.compile(rf"^({_UUID})((?:{_SUFFIX})*)$")
+FULL_TRACE_ID_RE = _FULL_RE
+"""A root UUID followed by any number of T2 sub-trace suffixes."""
 # Ids made outside this module (imports, tests) may be any safe slug.
 _SAFE_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]*$")
 

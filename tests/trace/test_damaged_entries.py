@@ -59,7 +59,9 @@ async def test_listing_skips_every_damaged_entry_and_reports_it(damaged):
     with pytest.warns(DamagedEntryWarning) as caught:
         traces = await store.list_traces(limit=None)
     assert [t.trace_id for t in traces] == [healthy]
-    assert {e.name for e in caught[0].message.entries} == set(expected)  # type: ignore[union-attr]
+    # Foreign entries (a file or folder that is not a trace id) are reported, never warned about.
+    warned = {e.name for e in caught[0].message.entries}  # type: ignore[union-attr]
+    assert warned == {name for name, kind in expected.items() if kind != "foreign"}
     assert str(base / CORRUPT / "meta.json") in str(caught[0].message)
 
 
@@ -106,3 +108,16 @@ async def test_a_clean_store_lists_without_a_warning(tmp_path):
         warnings.simplefilter("error")
         assert [t.trace_id for t in await FileSystemTraceStore(tmp_path).list_traces()] == [healthy]
     assert (await FileSystemTraceStore(tmp_path).list_traces_report()).errors == []
+
+
+async def test_a_file_kept_beside_the_traces_is_reported_but_never_warned_about(tmp_path: Path):
+    import warnings
+
+    base = tmp_path / "store"
+    healthy = await _healthy(base)
+    (base / "recording.jsonl").write_text("{}\n")
+    store = FileSystemTraceStore(base)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert [t.trace_id for t in await store.list_traces(limit=None)] == [healthy]
+    assert [(e.name, e.kind) for e in (await store.list_traces_report(limit=None)).errors] == [("recording.jsonl", "foreign")]

@@ -291,8 +291,12 @@ async def test_unknown_directories_are_not_traces(tmp_path):
     trace_id = await _trace(store)
     (tmp_path / "not a trace").mkdir()
     (tmp_path / "half-created").mkdir()  # created, killed before meta.json
-    with pytest.warns(DamagedEntryWarning, match="not a trace"):  # foreign: reported; half-created: not damage
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # foreign: reported, not warned about; half-created: not damage
         assert [t.trace_id for t in await store.list_traces()] == [trace_id]
+    assert [(e.name, e.kind) for e in (await store.list_traces_report()).errors] == [("not a trace", "foreign")]
     with pytest.raises(InvalidIdError):
         await store.get_trace("not a trace")
     assert await store.get_trace("half-created") is None

@@ -178,14 +178,17 @@ async def _after_response(
         await open_batch(services.store, services.registry, state.trace.trace_id, assistant.message_id, response.tool_calls)
         yield AwaitApproval()
     else:
-        async for item in _run_tools(ctx, state, response):
+        async for item in _run_tools(ctx, state, response, assistant.message_id):
             yield item
 
 
-async def _run_tools(ctx: RunContext, state: RunState, response: LLMResponse) -> AsyncIterator[RunEvent | TurnOutcome]:
+async def _run_tools(
+    ctx: RunContext, state: RunState, response: LLMResponse, assistant_id: str,
+) -> AsyncIterator[RunEvent | TurnOutcome]:
     refreshed = False
     try:
-        async for message in execute_calls(ctx, state, [(c, c.arguments, None) for c in response.tool_calls]):
+        async for message in execute_calls(
+                ctx, state, [(c, c.arguments, None) for c in response.tool_calls], assistant_id=assistant_id):
             yield message
             if message.tool_name in STATE_TOOLS:
                 refreshed = True

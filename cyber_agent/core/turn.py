@@ -126,7 +126,9 @@ async def take_turn(ctx: RunContext, state: RunState) -> AsyncIterator[RunEvent 
     if early is None:
         started = time.perf_counter()
         try:
+            sent = len(state.history)
             response = await _call_model(ctx, state)
+            state.run_harness.note_prompt(response.usage.prompt_tokens, sent)
         except BudgetExceededError as exc:
             early = Finish(status="failed", error=str(exc))
         except CyberAgentError as exc:

@@ -70,6 +70,7 @@ class RunHarness:
         self.guard = ContextGuard(config.context_window) if config.context_window > 0 else None
         self._counted = 0
         self._tokens = 0
+        self._reported: tuple[int, int] | None = None
         self.history_summarizer = HistorySummarizer(helper_llm, model)
         budget_bytes = config.tool_result_max_bytes
         self.payload = PayloadSummarizer(
@@ -78,25 +79,39 @@ class RunHarness:
         )
 
     def _estimate(self, history: list[dict[str, Any]]) -> int:
-        """Token estimate of the history, updated incrementally so each step costs O(new messages)."""
+        """Token estimate of the history, updated incrementally so each step costs O(new messages).
+
+        With a reported prompt size (`note_prompt`), the estimate is that figure plus chars/4 of
+        what was appended since, whenever that is higher: chars/4 under-counts CJK text.
+        """
         if len(history) < self._counted:  # the history was replaced (compaction): count it afresh
             self._counted, self._tokens = 0, 0
+            self._reported = None
         if len(history) > self._counted:
             self._tokens += estimate_tokens(history[self._counted:])
             self._counted = len(history)
+        if self._reported is not None and self._reported[1] <= len(history):
+            tokens, sent = self._reported
+            return max(self._tokens, tokens + estimate_tokens(history[sent:]))
         return self._tokens
+
+    def note_prompt(self, prompt_tokens: int, sent: int) -> None:
+        """Record the prompt tokens a provider reported for a call that sent the first `sent` history messages."""
+        if prompt_tokens > 0:
+            self._reported = (prompt_tokens, sent)
 
     async def compact(self, prepared: HarnessRun, store: TraceStore) -> CompactionResult | None:
         """Shrink the in-memory history when it nears the context window; record what was done."""
         if self.guard is None:
             return None
-        if self._estimate(prepared.history) < self.guard.micro_threshold * self.guard.context_window:
+        tokens = self._estimate(prepared.history)
+        if tokens < self.guard.micro_threshold * self.guard.context_window:
             return None  # the common case: far from the window, nothing to scan
-        result = await self.guard.guard(prepared.history, self.history_summarizer)
+        result = await self.guard.guard(prepared.history, self.history_summarizer, tokens=tokens)
         if result is None:
             return None
         prepared.history[:] = result.messages
-        self._counted, self._tokens = 0, 0
+        self._counted, self._tokens, self._reported = 0, 0, None
         trace_id = prepared.trace.trace_id
         await store.append_event(trace_id, "compaction", result.event_payload())
         if result.usage is not None or result.cost:

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from cyber_agent.core.agent_mode import AgentPolicy, policy_from_environment, validate_recursive_child_execution
 from cyber_agent.core.config import RunConfig, config_hash
+from cyber_agent.core.open_calls import filler_result, has_open_calls, history_of, open_tail_calls, started_calls
 from cyber_agent.core.prompt import build_system_prompt
 from cyber_agent.core.resource_budget import ResourceBudget
 from cyber_agent.core.run_state import RunServices, RunState
@@ -272,7 +273,7 @@ async def _prepare_existing(services: RunServices, messages: list[dict[str, Any]
     tree = await store.get_goal_tree(trace.trace_id)
     root_goal = tree.children(None)[0].id if tree and tree.goals else None
     prepared = RunState(
-        trace=trace, history=[m.to_llm_message() for m in path], head=head, goal_id=trace.current_goal_id,
+        trace=trace, history=[], head=head, goal_id=trace.current_goal_id,
         root_goal_id=root_goal, allowed=runtime_tool_names(services.registry.names(), config.tools, trace),
         depth=trace.lineage.depth, policy=policy,
     )
@@ -280,16 +281,22 @@ async def _prepare_existing(services: RunServices, messages: list[dict[str, Any]
     if policy.is_recursive:
         prepared.budget = await services.budget_for(trace)
     last = path[-1] if path else None
+    # A stop, an interrupt, a crash or a rewind can leave calls without results; providers reject
+    # that history. The events are read only then, to tell a started call from one never run.
+    started = started_calls(await store.get_events(trace.trace_id)) if has_open_calls(path) else set()
     if batch is not None and batch.status == "decided" and last is not None and last.message_id == batch.assistant_message_id:
         prepared.resume_batch = batch  # executed by the loop before the next model call
-    elif last is not None and last.role == "assistant" and last.tool_calls and config.side_branch is None:
-        # A turn cut by a stop left tool calls without results; providers reject that history.
-        for call in path[-1].tool_calls:
-            await _append(services, prepared, Message.create(
-                trace_id=trace.trace_id, role="tool", tool_call_id=call.id, tool_name=call.name,
-                goal_id=prepared.goal_id, content="not executed: the run stopped before this call ran",
-                metadata={"is_error": True, "not_executed": True},
-            ))
+        # Its results come from executing it; gaps further back are closed in memory.
+        prepared.history = [*history_of(path[:-1], started), last.to_llm_message()]
+    else:
+        assistant, open_calls = open_tail_calls(path, started)
+        if assistant is not None:
+            for item in open_calls:
+                filler = filler_result(assistant, item, goal_id=prepared.goal_id)
+                await _append(services, prepared, filler)
+                path.append(filler)
+        # Gaps further back (a trace written before this rule) are closed in memory, in call order.
+        prepared.history = history_of(path, started)
     for message in messages:
         if message.get("role") != "system":
             await _append(services, prepared, _from_llm(trace.trace_id, message, prepared))

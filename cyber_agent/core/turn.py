@@ -126,7 +126,9 @@ async def take_turn(ctx: RunContext, state: RunState) -> AsyncIterator[RunEvent 
     if early is None:
         started = time.perf_counter()
         try:
+            sent = len(state.history)
             response = await _call_model(ctx, state)
+            state.run_harness.note_prompt(response.usage.prompt_tokens, sent)
         except BudgetExceededError as exc:
             early = Finish(status="failed", error=str(exc))
         except CyberAgentError as exc:
@@ -178,14 +180,17 @@ async def _after_response(
         await open_batch(services.store, services.registry, state.trace.trace_id, assistant.message_id, response.tool_calls)
         yield AwaitApproval()
     else:
-        async for item in _run_tools(ctx, state, response):
+        async for item in _run_tools(ctx, state, response, assistant.message_id):
             yield item
 
 
-async def _run_tools(ctx: RunContext, state: RunState, response: LLMResponse) -> AsyncIterator[RunEvent | TurnOutcome]:
+async def _run_tools(
+    ctx: RunContext, state: RunState, response: LLMResponse, assistant_id: str,
+) -> AsyncIterator[RunEvent | TurnOutcome]:
     refreshed = False
     try:
-        async for message in execute_calls(ctx, state, [(c, c.arguments, None) for c in response.tool_calls]):
+        async for message in execute_calls(
+                ctx, state, [(c, c.arguments, None) for c in response.tool_calls], assistant_id=assistant_id):
             yield message
             if message.tool_name in STATE_TOOLS:
                 refreshed = True

@@ -12,6 +12,7 @@ from typing import Any
 from cyber_agent.core.approvals import save_batch
 from cyber_agent.core.dispatch import run_tool_call
 from cyber_agent.core.hooks import LoopState, TurnSnapshot
+from cyber_agent.core.open_calls import TOOL_CALL_STARTED
 from cyber_agent.core.run_state import RunServices, RunState
 from cyber_agent.core.runner_api import RunContext
 from cyber_agent.core.tool_rights import WEB_TOOLS
@@ -87,8 +88,13 @@ def tool_context(ctx: RunContext, prepared: RunState, call_id: str) -> ToolConte
     )
 
 
-async def execute_calls(ctx: RunContext, prepared: RunState, calls: ToolPlan) -> AsyncIterator[Message]:
-    """Run tool calls in order (a rejection reason instead of arguments skips the call), persisting each result."""
+async def execute_calls(ctx: RunContext, prepared: RunState, calls: ToolPlan, *, assistant_id: str) -> AsyncIterator[Message]:
+    """Run tool calls in order (a rejection reason instead of arguments skips the call), persisting each result.
+
+    Before a call runs, a `tool_call_started` progress event records it: after a crash, a call
+    with that record and no result reads as `execution_unknown`, never as not run
+    (`cyber_agent/core/open_calls.py`).
+    """
     services = ctx.services
     trace_id = prepared.trace.trace_id
     for call, arguments, rejected in calls:
@@ -103,6 +109,9 @@ async def execute_calls(ctx: RunContext, prepared: RunState, calls: ToolPlan) ->
         if rejected is not None:
             content, is_error, duration, meta = rejected, True, 0.0, {"rejected": True}
         else:
+            await services.store.append_event(trace_id, "progress", {
+                "stage": TOOL_CALL_STARTED, "assistant_id": assistant_id, "tool_call_id": call.id, "tool": call.name,
+            })
             outcome = await run_tool_call(
                 call.model_copy(update={"arguments": arguments}), registry=services.registry,
                 allowed=prepared.allowed, context=tool_context(ctx, prepared, call.id),
@@ -143,7 +152,7 @@ async def resume_batch(ctx: RunContext, prepared: RunState) -> AsyncIterator[Mes
             plan.append((call, call.arguments, f"rejected by the reviewer: {item.feedback or 'no reason given'}"))
     batch.status = "executing"  # from here on a crash means unknown side effects (fail closed)
     await save_batch(store, batch)
-    async for message in execute_calls(ctx, prepared, plan):
+    async for message in execute_calls(ctx, prepared, plan, assistant_id=batch.assistant_message_id):
         yield message
     batch.status = "done"
     await save_batch(store, batch)

@@ -399,20 +399,30 @@ class ContextGuard:
         """True once `max_consecutive_failures` summaries failed in a row."""
         return self.failures >= self.max_consecutive_failures
 
-    def utilization(self, messages: Sequence[dict[str, Any]]) -> float:
-        """Estimated share of the context window the history fills (0.0 when the window is unknown)."""
-        return estimate_tokens(messages) / self.context_window if self.context_window > 0 else 0.0
+    def utilization(self, messages: Sequence[dict[str, Any]], scale: float = 1.0) -> float:
+        """Estimated share of the context window the history fills (0.0 when the window is unknown).
+
+        `scale` corrects the chars/4 estimate by what the provider reported for this history.
+        """
+        return estimate_tokens(messages) * scale / self.context_window if self.context_window > 0 else 0.0
 
     async def guard(
-        self, messages: Sequence[dict[str, Any]], summarize: SummarizeFn | None = None
+        self, messages: Sequence[dict[str, Any]], summarize: SummarizeFn | None = None, *, tokens: int | None = None
     ) -> CompactionResult | None:
-        """Return the compaction to apply before the next call, or None when the history may go as is."""
-        if self.utilization(messages) < self.micro_threshold:
+        """Return the compaction to apply before the next call, or None when the history may go as is.
+
+        `tokens` is the caller's better figure for `messages` (the provider's reported prompt tokens
+        plus an estimate of what was appended since); above the chars/4 estimate, it scales every
+        estimate of this guard step, so CJK text or a heavy tool addendum trips the thresholds.
+        """
+        estimated = estimate_tokens(messages)
+        scale = tokens / estimated if tokens is not None and estimated and tokens > estimated else 1.0
+        if self.utilization(messages, scale) < self.micro_threshold:
             return None
         before = estimate_tokens(messages)
         micro = micro_compact(messages, keep_recent_turns=self.keep_recent_turns, min_chars=self.micro_min_chars)
         current = micro.messages
-        if self.utilization(current) < self.summary_threshold or summarize is None or self.summary_disabled:
+        if self.utilization(current, scale) < self.summary_threshold or summarize is None or self.summary_disabled:
             return micro if micro.changed else None
         try:
             summary = await summary_compact(current, summarize=summarize, keep_recent_turns=self.keep_recent_turns)

@@ -208,13 +208,20 @@ class ProgressPayload(_OpenPayload):
 
     Open by design: each stage carries its own fields (`reflection_extracted` carries
     `reflection_id`, `reflection_status`, `extraction_ids`; a failing post-turn hook
-    `post_turn_hook` and `error`); tools and API callers add their own.
+    `post_turn_hook` and `error`; `tool_call_started`, written just before a tool call runs,
+    `assistant_id`, `tool_call_id`, `tool`); tools and API callers add their own.
     """
 
     stage: str | None = None
     """Name of the stage reached, when the note is one."""
     error: str | None = None
     """`Type: message` of a failure the run survived."""
+    assistant_id: str | None = None
+    """`tool_call_started`: id of the assistant message holding the call."""
+    tool_call_id: str | None = None
+    """`tool_call_started`: id of the call about to run (with no result after a crash: outcome unknown)."""
+    tool: str | None = None
+    """`tool_call_started`: name of the tool."""
 
 
 class ToolApprovalRequestedPayload(EventPayload):

@@ -86,7 +86,8 @@ async def test_post_turn_hooks_get_a_snapshot_and_a_failing_hook_never_fails_the
     assert result.status == "completed"
     row = json.loads(log_path.read_text().splitlines()[0])
     assert row["iterations"] == 2 and row["tool_calls"] == ["poke"] and abs(row["cost_usd"] - 0.5) < 1e-9
-    events = [e.payload for e in await store.get_events(result.trace.trace_id) if e.type == "progress"]
+    events = [e.payload for e in await store.get_events(result.trace.trace_id)
+              if e.type == "progress" and "post_turn_hook" in e.payload]  # not the tool-start records
     assert events == [{"post_turn_hook": "broken", "error": "RuntimeError: hook bug"}]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import warnings
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,7 @@ class AgentRunner:
         self._archetypes = archetypes
         self._workspace_archetypes: dict[Path, ArchetypeRegistry] = {}
         self._explicit_archetypes = archetypes is not None
+        self._hook_tasks: set[asyncio.Task[None]] = set()
 
     @property
     def archetypes(self) -> ArchetypeRegistry:
@@ -123,7 +125,7 @@ class AgentRunner:
                 yield message
             async for event in self._loop(services, state, config, llm, model):
                 yield event
-            await run_post_turn_hooks(services, state, time.perf_counter() - started)
+            self._after_run(services, state, time.perf_counter() - started)
         except asyncio.CancelledError:
             await end_run(services, state, Finish(status="stopped", error="run cancelled"))
             raise
@@ -153,8 +155,41 @@ class AgentRunner:
             answer = record.answer if record is not None and record.status == "completed" else None
         return RunResult(trace=trace, answer=answer, messages=new)
 
+    async def drain_hooks(self, timeout: float | None = 10.0) -> int:
+        """Wait (at most `timeout` seconds) for post-turn hooks still running; cancel the rest.
+
+        Post-turn hooks run in background tasks owned by the runner so a slow hook never delays
+        `run_result` (observers never fail or delay a run). Call this before the event loop
+        closes when hooks are set, or in a test before reading what a hook wrote. Returns the
+        number of hook tasks cancelled because they outlived the wait.
+        """
+        pending = set(self._hook_tasks)
+        if not pending:
+            return 0
+        _, late = await asyncio.wait(pending, timeout=timeout)
+        for task in late:
+            task.cancel()
+        if late:
+            await asyncio.wait(late)
+        return len(late)
+
+    def _after_run(self, services: RunServices, state: RunState, duration_s: float) -> None:
+        """Schedule the post-turn hooks of a finished run in a runner-owned background task."""
+        if not services.post_turn_hooks:
+            return
+        task = asyncio.get_running_loop().create_task(
+            run_post_turn_hooks(services, state, duration_s), name=f"post-turn-hooks:{state.trace.trace_id}",
+        )
+        self._hook_tasks.add(task)
+        task.add_done_callback(self._hook_done)
+
+    def _hook_done(self, task: asyncio.Task[None]) -> None:
+        self._hook_tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:  # a store failure while recording a hook error
+            warnings.warn(f"post-turn hooks failed: {task.exception()!r}", RuntimeWarning, stacklevel=1)
+
     def stop(self, trace_id: str, reason: str = "stop requested") -> list[str]:
-        """Ask a running trace (and, in recursive mode, its registered subtree) to stop; return flagged ids."""
+        """Ask a running trace and every registered descendant (legacy and recursive) to stop; return flagged ids."""
         return self.stops.request_stop(trace_id, reason)
 
     def request_stop(self, trace_id: str, reason: str = "stop requested") -> list[str]:
@@ -167,10 +202,24 @@ class AgentRunner:
 
     def interrupt(self, trace_id: str, reason: str = "interrupted") -> str:
         """Trip the interrupt fence of the tree `trace_id` belongs to (H9): every run of that tree,
-        in either mode, halts at its next provider call, tool execution or child spawn."""
+        in either mode, halts at its next provider call, tool execution or child spawn (a spawn is
+        refused with a tool error naming the interrupt; no child is created). The fence holds
+        until `clear_interrupt`; return the root id."""
         root = trace_id.split("@", 1)[0]
         self._fences[root] = reason
         return root
+
+    def clear_interrupt(self, trace_id: str) -> bool:
+        """Lift the interrupt fence of `trace_id`'s tree so its traces can be continued on this runner.
+
+        Clearing is explicit: a fence never lifts by itself. Runs that halted stay `stopped`;
+        continue them with `RunConfig(trace_id=...)`. Return True when a fence was lifted.
+        """
+        return self._fences.pop(trace_id.split("@", 1)[0], None) is not None
+
+    def interrupt_reason(self, trace_id: str) -> str | None:
+        """The reason of the interrupt fence of `trace_id`'s tree, or None when it is not interrupted."""
+        return self._fences.get(trace_id.split("@", 1)[0])
 
     def running(self) -> list[str]:
         """Ids of traces running in this process."""

@@ -123,6 +123,15 @@ async def _run_agents(ctx: ToolContext, seeds: list[list[SeedMessage]], mode: st
 
     async def one(child_id: str, seed: list[SeedMessage]) -> dict[str, Any]:
         task_text = next(m["content"] for m in seed if m["role"] == "user")
+        try:
+            return await run_one(child_id, seed, task_text)
+        except Exception as exc:  # noqa: BLE001 - one sub-agent's failure is its own line; the batch goes on
+            error = str(exc) if isinstance(exc, ToolError) else f"{type(exc).__name__}: {exc}"
+            trace = await store.get_trace(child_id)
+            return {"trace_id": child_id, "task": task_text, "status": trace.status if trace else "not created",
+                    "summary": f"(failed: {error})"}
+
+    async def run_one(child_id: str, seed: list[SeedMessage], task_text: str) -> dict[str, Any]:
         config = child_config(
             parent_config, agent_type=agent_type or mode, parent_trace_id=ctx.trace_id, parent_goal_id=ctx.goal_id,
             new_trace_id=child_id, tools=child_tools, workspace=str(ctx.workspace),

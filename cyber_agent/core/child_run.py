@@ -34,8 +34,12 @@ from cyber_agent.trace.models import Trace
 
 if TYPE_CHECKING:
     from cyber_agent.core.runner_api import RunnerHandle, RunResult
+    from cyber_agent.trace.protocols import TraceStore
 
-__all__ = ["INHERITED_SETTINGS", "ChildNotCreatedError", "ChildRun", "child_config", "run_child", "spawn_limits"]
+__all__ = [
+    "CHILD_DELIVERED", "CHILD_WAITING", "INHERITED_SETTINGS", "ChildNotCreatedError", "ChildRun", "child_config",
+    "note_waiting_child", "run_child", "spawn_limits", "waiting_children",
+]
 
 INHERITED_SETTINGS = (
     "model", "temperature", "max_iterations", "workspace", "tool_dialect", "context_window",
@@ -224,3 +228,41 @@ async def _failed_result(runner: RunnerHandle, child_id: str | None, exc: Except
     if trace.status not in ("failed", "stopped"):
         trace = await runner.trace_store.update_trace(trace.trace_id, status="failed", error_message=error)
     return RunResult(trace=trace, answer=None, messages=[])
+
+
+CHILD_WAITING = "child_waiting_approval"
+"""`stage` of the parent's `progress` event when a sub-agent ended waiting for a tool approval."""
+CHILD_DELIVERED = "child_result_delivered"
+"""`stage` of the parent's `progress` event when that sub-agent's later result reached the parent."""
+
+
+async def note_waiting_child(runner: RunnerHandle, parent_trace_id: str, child: Trace) -> str | None:
+    """A sub-agent ended `waiting_confirmation`: make it visible on the parent's stream and hold the parent.
+
+    The parent's event stream gets a `progress` event `{stage: "child_waiting_approval",
+    child_trace_id, batch_id}`; the parent ends its run `waiting_confirmation` once the current
+    turn's tool calls are done (`AgentRunner.hold_for_child`). Return the child's pending batch id.
+    """
+    from cyber_agent.core.approvals import current_batch
+
+    batch = await current_batch(runner.trace_store, child.trace_id)
+    batch_id = batch.batch_id if batch is not None and batch.status == "pending" else None
+    await runner.trace_store.append_event(parent_trace_id, "progress", {
+        "stage": CHILD_WAITING, "child_trace_id": child.trace_id, "batch_id": batch_id,
+    })
+    runner.hold_for_child(parent_trace_id, child.trace_id)
+    return batch_id
+
+
+async def waiting_children(store: TraceStore, trace_id: str) -> list[str]:
+    """Sub-agents of `trace_id` that ended waiting for an approval and whose result has not reached it."""
+    waiting: dict[str, None] = {}
+    for event in await store.get_events(trace_id):
+        if event.type != "progress":
+            continue
+        stage, child_id = event.payload.get("stage"), event.payload.get("child_trace_id")
+        if stage == CHILD_WAITING and isinstance(child_id, str):
+            waiting[child_id] = None
+        elif stage == CHILD_DELIVERED and isinstance(child_id, str):
+            waiting.pop(child_id, None)
+    return list(waiting)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cyber_agent.core.archetypes import ArchetypeRegistry
+from cyber_agent.core.child_run import CHILD_DELIVERED, waiting_children
 from cyber_agent.core.config import RunConfig
 from cyber_agent.core.harness import RunHarness, wrap_dialect
 from cyber_agent.core.hooks import PostTurnHook, ProgressEvent, StopHook
@@ -80,6 +81,7 @@ class AgentRunner:
         self._workspace_archetypes: dict[Path, ArchetypeRegistry] = {}
         self._explicit_archetypes = archetypes is not None
         self._hook_tasks: set[asyncio.Task[None]] = set()
+        self._held: dict[str, list[str]] = {}
 
     @property
     def archetypes(self) -> ArchetypeRegistry:
@@ -217,6 +219,10 @@ class AgentRunner:
         """
         return self._fences.pop(trace_id.split("@", 1)[0], None) is not None
 
+    def hold_for_child(self, trace_id: str, child_trace_id: str) -> None:
+        """End the running `trace_id` `waiting_confirmation` after its current turn: a sub-agent awaits an approval."""
+        self._held.setdefault(trace_id, []).append(child_trace_id)
+
     def interrupt_reason(self, trace_id: str) -> str | None:
         """The reason of the interrupt fence of `trace_id`'s tree, or None when it is not interrupted."""
         return self._fences.get(trace_id.split("@", 1)[0])
@@ -293,14 +299,51 @@ class AgentRunner:
         outcome: Finish | AwaitApproval = Finish(
             status="stopped", error=f"max_iterations ({config.max_iterations}) reached without a final answer"
         )
-        for _ in range(config.max_iterations):
+        held = False
+        if state.branch is None:
+            async for message in self._deliver_waiting_children(services, state):
+                yield message
+            held = state.trace.trace_id in self._held
+        for _ in range(0 if held else config.max_iterations):
             step: TurnOutcome = Continue()
             async for item in take_turn(ctx, state):
                 if isinstance(item, (Continue, Finish, AwaitApproval)):
                     step = item
                 else:
                     yield item
+            if state.trace.trace_id in self._held:  # a sub-agent awaits an approval: this run waits with it
+                held = True
+                break
             if not isinstance(step, Continue):
                 outcome = step
                 break
+        if held:
+            self._held.pop(state.trace.trace_id, None)
+            state.trace = await services.store.update_trace(state.trace.trace_id, status="waiting_confirmation")
+            outcome = AwaitApproval()
         yield await end_run(services, state, outcome)
+
+    async def _deliver_waiting_children(self, services: RunServices, state: RunState) -> AsyncIterator[Message]:
+        """On a continued run: hand the results of sub-agents that waited for an approval to this trace.
+
+        A sub-agent still waiting (or running) keeps this trace waiting: the run ends
+        `waiting_confirmation` again without a model call. A finished one becomes a runner-written
+        user message with its status and answer, recorded by a `child_result_delivered` event.
+        """
+        if not any(m.get("role") == "tool" and "(waiting_confirmation: sub-agent" in str(m.get("content"))
+                   for m in state.history):
+            return  # cheap gate: only a trace that was told a sub-agent waits reads its events
+        for child_id in await waiting_children(services.store, state.trace.trace_id):
+            child = await services.store.get_trace(child_id)
+            if child is None:
+                continue
+            if child.status in ("waiting_confirmation", "running"):
+                self.hold_for_child(state.trace.trace_id, child_id)
+                continue
+            answer = child.result_summary if child.status == "completed" else None
+            summary = answer if answer is not None else f"({child.status}: {child.error_message or 'no answer'})"
+            yield await services.append_user_message(
+                state, f"[sub-agent {child_id} finished after its tool approval] [{child.status}]: {summary}")
+            await services.store.append_event(state.trace.trace_id, "progress", {
+                "stage": CHILD_DELIVERED, "child_trace_id": child_id, "status": child.status,
+            })

@@ -252,3 +252,66 @@ def test_a_tool_message_without_tool_name_is_described_by_its_content_or_call_id
     assert empty.describe() == "tool result call_abc123"
     long = Message.create(trace_id="t", role="tool", tool_call_id="c", content="x " * 500)
     assert len(long.describe()) < 300 and long.describe().endswith("…")
+
+
+# ---- 4. a legacy sub-agent waiting for an approval holds its parent ---------------------------
+async def test_a_parent_waits_with_its_sub_agent_for_an_approval_and_gets_its_result_when_continued():
+    import httpx
+
+    from cyber_agent.core.approvals import CallDecision, current_batch, decide_batch
+    from cyber_agent.server.app import create_app
+
+    side_effects: list[str] = []
+    reg = register_agent_tool(ToolRegistry())
+
+    def deploy(target: str) -> str:
+        """Deploy (needs a human approval)."""
+        side_effects.append(target)
+        return f"deployed {target}"
+
+    reg.register(deploy, requires_confirmation=True, side_effects=True)
+
+    def fn(messages, tools):
+        names = {t["function"]["name"] for t in tools or []}
+        tool_results = [m for m in messages if m["role"] == "tool"]
+        if "agent" in names:  # the parent
+            if not tool_results:
+                return LLMResponse(tool_calls=[ToolCall(id="a", name="agent", arguments={"task": "deploy prod"})])
+            return LLMResponse(content="parent saw: " + messages[-1]["content"])
+        if not tool_results:  # the sub-agent
+            return LLMResponse(tool_calls=[ToolCall(id="d", name="deploy", arguments={"target": "prod"})])
+        return LLMResponse(content="sub-agent: " + tool_results[-1]["content"])
+
+    store = InMemoryTraceStore()
+    model = FunctionModel(fn)
+    runner = AgentRunner(trace_store=store, llm_call=model, tool_registry=reg)
+    result = await runner.run_result(TASK, RunConfig(agent_mode="legacy"))
+    (child,) = await children(store, result.trace.trace_id)
+    batch = await current_batch(store, child.trace_id)
+    assert child.status == "waiting_confirmation" and batch is not None and batch.status == "pending"
+    # The parent waits too; its tool result names the waiting child and its batch.
+    assert result.status == "waiting_confirmation" and result.answer is None
+    reply = next(m for m in result.messages if m.tool_name == "agent")
+    assert child.trace_id in reply.text and batch.batch_id in reply.text and "waits" in reply.text
+    progress = [e.payload for e in await store.get_events(result.trace.trace_id) if e.type == "progress"]
+    assert {"stage": "child_waiting_approval", "child_trace_id": child.trace_id, "batch_id": batch.batch_id} in progress
+    # Visible from the root over REST.
+    app = create_app(store=store, runner=runner)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost") as http:
+        listing = (await http.get(f"/api/traces/{result.trace.trace_id}/tool-approvals/pending")).json()
+    assert listing["batch"] is None
+    assert [(d["trace_id"], d["batch"]["batch_id"]) for d in listing["descendants"]] == [(child.trace_id, batch.batch_id)]
+
+    # Continuing the parent before the decision: it keeps waiting, no model call.
+    calls = len(model.requests)
+    still = await runner.run_result([], RunConfig(trace_id=result.trace.trace_id))
+    assert still.status == "waiting_confirmation" and len(model.requests) == calls
+
+    # Approve, run the sub-agent on, then continue the parent: the sub-agent's result reaches it.
+    await decide_batch(store, child.trace_id, batch.batch_id, [CallDecision(call_id="d", decision="approve")])
+    done_child = await runner.run_result([], RunConfig(trace_id=child.trace_id))
+    assert done_child.status == "completed" and side_effects == ["prod"]
+    final = await runner.run_result([], RunConfig(trace_id=result.trace.trace_id))
+    assert final.status == "completed"
+    assert final.answer.startswith(f"parent saw: [sub-agent {child.trace_id} finished after its tool approval] "
+                                   "[completed]: sub-agent: deployed prod")

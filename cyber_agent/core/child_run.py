@@ -193,7 +193,7 @@ async def _run_registered(
         failed = await _failed_result(runner, child_id, exc)
         if failed is None:  # it raised before its trace existed: close the pair, report it to the batch
             error = f"sub-agent {child_id} could not start: {type(exc).__name__}: {exc}"
-            if child.events:
+            if child.events:  # always true here (validators re-raised above); kept for the pair's sake
                 await store.append_event(child.parent_trace_id, "sub_trace_completed", {
                     "trace_id": child_id, "status": "failed", "summary": f"(failed: {error})",
                     **({"revision": True} if child.revision else {})})
@@ -201,7 +201,11 @@ async def _run_registered(
         result = failed
     if child.events:
         trace = result.trace
-        extra = await complete(result) if complete is not None else {}
+        judging_error: Exception | None = None
+        try:
+            extra = await complete(result) if complete is not None else {}
+        except Exception as exc:  # noqa: BLE001 - the pair still closes; the batch reports the failure
+            judging_error, extra = exc, {"summary": f"(failed while judging: {type(exc).__name__}: {exc})"}
         summary = extra.pop("summary", None)
         if summary is None:
             summary = result.answer if result.answer is not None else f"({trace.status}: {trace.error_message or 'no answer'})"
@@ -214,6 +218,8 @@ async def _run_registered(
         if child.revision:
             completed["revision"] = True
         await store.append_event(child.parent_trace_id, "sub_trace_completed", completed)
+        if judging_error is not None:
+            raise judging_error
     return result
 
 

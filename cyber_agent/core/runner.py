@@ -137,6 +137,7 @@ class AgentRunner:
             raise
         finally:
             self.stops.unregister(trace_id)
+            self._held.pop(trace_id, None)
 
     async def run_result(
         self, messages: Sequence[dict[str, Any]] = (), config: RunConfig | None = None, *, child: ChildSetup | None = None
@@ -300,6 +301,7 @@ class AgentRunner:
             status="stopped", error=f"max_iterations ({config.max_iterations}) reached without a final answer"
         )
         held = False
+        self._held.pop(state.trace.trace_id, None)  # nothing left over from an earlier run of this trace
         if state.branch is None:
             async for message in self._deliver_waiting_children(services, state):
                 yield message
@@ -311,7 +313,7 @@ class AgentRunner:
                     step = item
                 else:
                     yield item
-            if state.trace.trace_id in self._held:  # a sub-agent awaits an approval: this run waits with it
+            if state.branch is None and state.trace.trace_id in self._held:  # a sub-agent awaits an approval: wait with it
                 held = True
                 break
             if not isinstance(step, Continue):

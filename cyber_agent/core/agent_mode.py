@@ -69,8 +69,8 @@ class AgentPolicy:
 
     @property
     def propagate_stop(self) -> bool:
-        """Recursive stops reach registered descendants; legacy stops only the trace."""
-        return self.is_recursive
+        """A stop reaches every registered descendant, in both modes (legacy sub-agents too)."""
+        return True
 
     def lineage(self, *, root_trace_id: str, depth: int, created_by_tool: CreatedByTool | None = None,
                 tool_snapshot: list[str] | None = None) -> Lineage:
@@ -92,11 +92,13 @@ def policy_from_environment(environ: Mapping[str, str] | None = None, *, overrid
             "AGENT_RECURSION_ENABLED", "was removed; unset it and set AGENT_MODE=recursive (or legacy) instead"
         )
     raw = override if override is not None else env.get("AGENT_MODE", "legacy")
-    mode = raw.strip().lower()
-    if mode not in ("legacy", "recursive"):
-        setting = "agent_mode" if override is not None else "AGENT_MODE"
-        raise ConfigurationError(setting, f"must be 'legacy' or 'recursive', got {raw!r}")
-    return AgentPolicy(mode=mode)  # type: ignore[arg-type]
+    # The values are exact: "Recursive " is refused, never folded to a mode the user did not write.
+    if raw == "legacy":
+        return AgentPolicy(mode="legacy")
+    if raw == "recursive":
+        return AgentPolicy(mode="recursive")
+    setting = "agent_mode" if override is not None else "AGENT_MODE"
+    raise ConfigurationError(setting, f"must be exactly 'legacy' or 'recursive' (lower case, no spaces), got {raw!r}")
 
 
 def validate_recursive_child_execution(child_execution_mode: str, max_parallel_children: int) -> None:

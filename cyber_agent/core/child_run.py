@@ -34,8 +34,12 @@ from cyber_agent.trace.models import Trace
 
 if TYPE_CHECKING:
     from cyber_agent.core.runner_api import RunnerHandle, RunResult
+    from cyber_agent.trace.protocols import TraceStore
 
-__all__ = ["INHERITED_SETTINGS", "ChildRun", "child_config", "run_child", "spawn_limits"]
+__all__ = [
+    "CHILD_DELIVERED", "CHILD_WAITING", "INHERITED_SETTINGS", "ChildNotCreatedError", "ChildRun", "child_config",
+    "note_waiting_child", "run_child", "spawn_limits", "waiting_children",
+]
 
 INHERITED_SETTINGS = (
     "model", "temperature", "max_iterations", "workspace", "tool_dialect", "context_window",
@@ -73,6 +77,9 @@ async def spawn_limits(
     Raises ToolError naming the limit: the mode's depth, the archetype spawn depth of an
     archetype tree, or the parent's `can_spawn` list.
     """
+    fence = runner.interrupt_reason(parent.trace_id)
+    if fence is not None:
+        raise ChildNotCreatedError(_fence_refusal(parent.trace_id, fence))
     depth = parent.lineage.depth + 1
     if depth > policy.max_depth:
         if policy.is_recursive:
@@ -94,6 +101,15 @@ async def spawn_limits(
         except SpawnRefusedError as exc:
             raise ToolError(str(exc)) from None
     return depth
+
+
+class ChildNotCreatedError(ToolError):
+    """A child was refused before anything of it was created (an interrupt fence, a limit)."""
+
+
+def _fence_refusal(trace_id: str, fence: str) -> str:
+    return (f"interrupt: {fence} — the tree of {trace_id} is interrupted, so no sub-agent was created "
+            "(AgentRunner.clear_interrupt lifts the fence)")
 
 
 async def _root_agent_type(runner: RunnerHandle, trace: Trace) -> str | None:
@@ -138,6 +154,26 @@ async def run_child(
     """
     store = runner.trace_store
     child_id = child.config.trace_id or child.config.new_trace_id
+    fence = runner.interrupt_reason(child.parent_trace_id)
+    if fence is not None:  # the fence holds before a spawn: nothing of the child is created
+        raise ChildNotCreatedError(_fence_refusal(child.parent_trace_id, fence))
+    registered = False
+    if child.events and child_id is not None and child_id not in runner.stops:
+        # Registered under its parent before it runs: a stop of any ancestor reaches it (both modes).
+        runner.register_recursive_child(child_id, child.parent_trace_id)
+        registered = True
+    try:
+        return await _run_registered(runner, child, child_id, complete=complete, on_started=on_started)
+    finally:
+        if registered and child_id is not None:
+            runner.stops.unregister(child_id)
+
+
+async def _run_registered(
+    runner: RunnerHandle, child: ChildRun, child_id: str | None, *, complete: Completion | None,
+    on_started: Callable[[], None] | None,
+) -> RunResult:
+    store = runner.trace_store
     if child.events:
         started: dict[str, Any] = {"trace_id": child_id, "parent_goal_id": child.config.parent_goal_id,
                                    "agent_type": child.config.agent_type, "task": child.task, **child.extra_started}
@@ -146,10 +182,30 @@ async def run_child(
         await store.append_event(child.parent_trace_id, "sub_trace_started", started)
     if on_started is not None:
         on_started()
-    result = await runner.run_result([dict(m) for m in child.messages], child.config, child=child.setup)
+    try:
+        result = await runner.run_result([dict(m) for m in child.messages], child.config, child=child.setup)
+    except Exception as exc:  # noqa: BLE001 - one child's crash is that child's failure, never its batch's
+        # CancelledError is not an Exception: a stop still propagates. The runner has already
+        # ended the child `failed` (core/turn.py:end_run); its stored trace is the result.
+        # Validators (no events) keep raising: core/validation.py turns a crash into `unknown`.
+        if not child.events:
+            raise
+        failed = await _failed_result(runner, child_id, exc)
+        if failed is None:  # it raised before its trace existed: close the pair, report it to the batch
+            error = f"sub-agent {child_id} could not start: {type(exc).__name__}: {exc}"
+            if child.events:  # always true here (validators re-raised above); kept for the pair's sake
+                await store.append_event(child.parent_trace_id, "sub_trace_completed", {
+                    "trace_id": child_id, "status": "failed", "summary": f"(failed: {error})",
+                    **({"revision": True} if child.revision else {})})
+            raise ChildNotCreatedError(error) from exc
+        result = failed
     if child.events:
         trace = result.trace
-        extra = await complete(result) if complete is not None else {}
+        judging_error: Exception | None = None
+        try:
+            extra = await complete(result) if complete is not None else {}
+        except Exception as exc:  # noqa: BLE001 - the pair still closes; the batch reports the failure
+            judging_error, extra = exc, {"summary": f"(failed while judging: {type(exc).__name__}: {exc})"}
         summary = extra.pop("summary", None)
         if summary is None:
             summary = result.answer if result.answer is not None else f"({trace.status}: {trace.error_message or 'no answer'})"
@@ -162,4 +218,57 @@ async def run_child(
         if child.revision:
             completed["revision"] = True
         await store.append_event(child.parent_trace_id, "sub_trace_completed", completed)
+        if judging_error is not None:
+            raise judging_error
     return result
+
+
+async def _failed_result(runner: RunnerHandle, child_id: str | None, exc: Exception) -> RunResult | None:
+    """The result of a child whose run raised: its stored trace, ended `failed`; None when it has no trace."""
+    from cyber_agent.core.runner_api import RunResult
+
+    error = f"{type(exc).__name__}: {exc}"
+    trace = await runner.trace_store.get_trace(child_id) if child_id is not None else None
+    if trace is None:
+        return None
+    if trace.status not in ("failed", "stopped"):
+        trace = await runner.trace_store.update_trace(trace.trace_id, status="failed", error_message=error)
+    return RunResult(trace=trace, answer=None, messages=[])
+
+
+CHILD_WAITING = "child_waiting_approval"
+"""`stage` of the parent's `progress` event when a sub-agent ended waiting for a tool approval."""
+CHILD_DELIVERED = "child_result_delivered"
+"""`stage` of the parent's `progress` event when that sub-agent's later result reached the parent."""
+
+
+async def note_waiting_child(runner: RunnerHandle, parent_trace_id: str, child: Trace) -> str | None:
+    """A sub-agent ended `waiting_confirmation`: make it visible on the parent's stream and hold the parent.
+
+    The parent's event stream gets a `progress` event `{stage: "child_waiting_approval",
+    child_trace_id, batch_id}`; the parent ends its run `waiting_confirmation` once the current
+    turn's tool calls are done (`AgentRunner.hold_for_child`). Return the child's pending batch id.
+    """
+    from cyber_agent.core.approvals import current_batch
+
+    batch = await current_batch(runner.trace_store, child.trace_id)
+    batch_id = batch.batch_id if batch is not None and batch.status == "pending" else None
+    await runner.trace_store.append_event(parent_trace_id, "progress", {
+        "stage": CHILD_WAITING, "child_trace_id": child.trace_id, "batch_id": batch_id,
+    })
+    runner.hold_for_child(parent_trace_id, child.trace_id)
+    return batch_id
+
+
+async def waiting_children(store: TraceStore, trace_id: str) -> list[str]:
+    """Sub-agents of `trace_id` that ended waiting for an approval and whose result has not reached it."""
+    waiting: dict[str, None] = {}
+    for event in await store.get_events(trace_id):
+        if event.type != "progress":
+            continue
+        stage, child_id = event.payload.get("stage"), event.payload.get("child_trace_id")
+        if stage == CHILD_WAITING and isinstance(child_id, str):
+            waiting[child_id] = None
+        elif stage == CHILD_DELIVERED and isinstance(child_id, str):
+            waiting.pop(child_id, None)
+    return list(waiting)

@@ -3,7 +3,9 @@
 Limits are checked for the whole batch before anything is created: depth 1..5, at most six
 direct children per parent counted cumulatively, and the tree's agent budget (reserved all or
 nothing; reservations of children never created are rolled back). Children run sequentially
-by default or under a semaphore of `max_parallel_children`; results keep input order. Each
+by default or under a semaphore of `max_parallel_children`; results keep input order. A child
+whose run raises gets a runner-written failed report judged `fail` and its siblings run on; a
+child never created (the interrupt fence) releases its reservation. Each
 child runs through `cyber_agent/core/child_run.py:run_child` (config inherited from the
 parent's effective config, events in pairs, revisions included). Every child is registered before it runs so a stop of any ancestor reaches it, and a queued child of
 a stopped parent never calls the model.
@@ -72,6 +74,25 @@ async def _finish_child(ctx: ToolContext, child_id: str, brief: TaskBrief) -> di
         validation = await run_validation(runner, target=child, scope="criteria", criteria=brief.completion_criteria,
                                           report=report, answer=None)
     return {"trace_id": child_id, "status": child.status, "report": report, "validation": validation}
+
+
+async def _failed_outcome(ctx: ToolContext, child_id: str, exc: Exception, *, created: bool) -> dict[str, Any]:
+    """The outcome of a child whose run (or judging) raised: a runner-written failed report judged `fail`.
+
+    A child never created (refused by the interrupt fence, or it could not start) has no trace to
+    write to: its outcome says so and its agent reservation is released by the batch.
+    """
+    error = str(exc) if isinstance(exc, ToolError) else f"{type(exc).__name__}: {exc}"
+    report = TaskReport(outcome="failed", summary=error if not created else f"the child crashed: {error}",
+                        submitted_by="runner")
+    validation = ValidationResult(scope="criteria", target_trace_id=child_id, verdict="fail", summary=report.summary)
+    status = "not created"
+    if created:
+        child = await ctx.store.get_trace(child_id)
+        if child is not None:
+            child = await append_validation(ctx.store, child_id, validation, **report_changes(report))
+            status = child.status
+    return {"trace_id": child_id, "status": status, "report": report, "validation": validation}
 
 
 def _judged(ctx: ToolContext, child_id: str, brief: TaskBrief, out: dict[str, Any]) -> Completion:
@@ -156,6 +177,12 @@ async def run_recursive_agents(
     created: set[str] = set()
 
     async def run_one(index: int) -> dict[str, Any]:
+        try:
+            return await run_guarded(index)
+        except Exception as exc:  # noqa: BLE001 - one child's failure is its own report; the batch goes on
+            return await _failed_outcome(ctx, ids[index], exc, created=ids[index] in created)
+
+    async def run_guarded(index: int) -> dict[str, Any]:
         child_id, brief = ids[index], briefs[index]
         async with semaphore:
             lineage = {"parent_trace_id": ctx.trace_id, "root_trace_id": parent.root_id, "agent_depth": depth + 1}
@@ -185,7 +212,7 @@ async def run_recursive_agents(
         for child_id in ids:
             runner.stops.unregister(child_id)
     outcomes = [job.result() for job in jobs]
-    await _mark_pending(ctx, ids)
+    await _mark_pending(ctx, [child_id for child_id in ids if child_id in created])
     lines = [render_outcome(o) for o in outcomes]
     lines.append("Review each report with review_task(child_trace_id, decision, feedback) before anything else: "
                  "accept, revise (the same child continues with your feedback), replan, split or fail.")

@@ -2,8 +2,10 @@
 
 Stop hooks are checked between iterations, before the next provider call; the first that
 objects ends the run `stopped` with `"stop hook <name>: <reason>"` in the trace. Post-turn hooks
-run after the run's final answer with a `TurnSnapshot`; a hook that raises never fails the run
-(its error is recorded as a `progress` event). Progress events go to a live callback only: the
+run after the run's final answer with a `TurnSnapshot`, in a background task owned by the runner
+(`AgentRunner.drain_hooks` waits for them, bounded): a slow hook never delays the result and a
+hook that raises never fails the run (its error is recorded as a `progress` event). Progress
+events go to a live callback only (one that raises is reported once with `warnings.warn`): the
 persisted `message_added` events already carry every tool result and its cost.
 """
 

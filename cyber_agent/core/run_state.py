@@ -9,6 +9,7 @@ API gets `core/runner_api.py:RunnerHandle`.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -126,6 +127,8 @@ class RunServices:
     """Live progress observer."""
     workspace: Path | None = None
     """The runner's workspace, used when the run config names none."""
+    observer_failures: set[str] = field(default_factory=set)
+    """Traces whose progress observer has raised (reported once each)."""
 
     def halt_reason(self, state: RunState) -> str | None:
         """Why the run must halt now (a stop request or its tree's interrupt fence), or None."""
@@ -136,9 +139,21 @@ class RunServices:
         return f"interrupt: {fence}" if fence is not None else None
 
     def progress(self, kind: ProgressKind, state: RunState, **data: Any) -> None:
-        """Notify the progress observer, if any."""
-        if self.on_progress is not None:
-            self.on_progress(ProgressEvent(kind=kind, trace_id=state.trace.trace_id, iteration=state.iterations, data=data))
+        """Notify the progress observer, if any; an observer that raises never fails the run.
+
+        Its first failure in a run is reported once with `warnings.warn` (RuntimeWarning); later
+        ones are dropped silently. The observer is still called for later events.
+        """
+        if self.on_progress is None:
+            return
+        trace_id = state.trace.trace_id
+        try:
+            self.on_progress(ProgressEvent(kind=kind, trace_id=trace_id, iteration=state.iterations, data=data))
+        except Exception as exc:  # noqa: BLE001 - observers never fail a run (STYLE)
+            if trace_id not in self.observer_failures:
+                self.observer_failures.add(trace_id)
+                warnings.warn(f"progress observer failed on {kind!r} of {trace_id}: {type(exc).__name__}: {exc}; "
+                              "the run goes on", RuntimeWarning, stacklevel=2)
 
     async def persist(self, state: RunState, message: Message) -> Message:
         """Store a message of this run and move the run's head to it."""

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+import warnings
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from cyber_agent.core.archetypes import ArchetypeRegistry
+from cyber_agent.core.child_run import CHILD_DELIVERED, waiting_children
 from cyber_agent.core.config import RunConfig
 from cyber_agent.core.harness import RunHarness, wrap_dialect
 from cyber_agent.core.hooks import PostTurnHook, ProgressEvent, StopHook
@@ -78,6 +80,8 @@ class AgentRunner:
         self._archetypes = archetypes
         self._workspace_archetypes: dict[Path, ArchetypeRegistry] = {}
         self._explicit_archetypes = archetypes is not None
+        self._hook_tasks: set[asyncio.Task[None]] = set()
+        self._held: dict[str, list[str]] = {}
 
     @property
     def archetypes(self) -> ArchetypeRegistry:
@@ -123,7 +127,7 @@ class AgentRunner:
                 yield message
             async for event in self._loop(services, state, config, llm, model):
                 yield event
-            await run_post_turn_hooks(services, state, time.perf_counter() - started)
+            self._after_run(services, state, time.perf_counter() - started)
         except asyncio.CancelledError:
             await end_run(services, state, Finish(status="stopped", error="run cancelled"))
             raise
@@ -133,6 +137,7 @@ class AgentRunner:
             raise
         finally:
             self.stops.unregister(trace_id)
+            self._held.pop(trace_id, None)
 
     async def run_result(
         self, messages: Sequence[dict[str, Any]] = (), config: RunConfig | None = None, *, child: ChildSetup | None = None
@@ -153,8 +158,41 @@ class AgentRunner:
             answer = record.answer if record is not None and record.status == "completed" else None
         return RunResult(trace=trace, answer=answer, messages=new)
 
+    async def drain_hooks(self, timeout: float | None = 10.0) -> int:
+        """Wait (at most `timeout` seconds) for post-turn hooks still running; cancel the rest.
+
+        Post-turn hooks run in background tasks owned by the runner so a slow hook never delays
+        `run_result` (observers never fail or delay a run). Call this before the event loop
+        closes when hooks are set, or in a test before reading what a hook wrote. Returns the
+        number of hook tasks cancelled because they outlived the wait.
+        """
+        pending = set(self._hook_tasks)
+        if not pending:
+            return 0
+        _, late = await asyncio.wait(pending, timeout=timeout)
+        for task in late:
+            task.cancel()
+        if late:
+            await asyncio.wait(late)
+        return len(late)
+
+    def _after_run(self, services: RunServices, state: RunState, duration_s: float) -> None:
+        """Schedule the post-turn hooks of a finished run in a runner-owned background task."""
+        if not services.post_turn_hooks:
+            return
+        task = asyncio.get_running_loop().create_task(
+            run_post_turn_hooks(services, state, duration_s), name=f"post-turn-hooks:{state.trace.trace_id}",
+        )
+        self._hook_tasks.add(task)
+        task.add_done_callback(self._hook_done)
+
+    def _hook_done(self, task: asyncio.Task[None]) -> None:
+        self._hook_tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:  # a store failure while recording a hook error
+            warnings.warn(f"post-turn hooks failed: {task.exception()!r}", RuntimeWarning, stacklevel=1)
+
     def stop(self, trace_id: str, reason: str = "stop requested") -> list[str]:
-        """Ask a running trace (and, in recursive mode, its registered subtree) to stop; return flagged ids."""
+        """Ask a running trace and every registered descendant (legacy and recursive) to stop; return flagged ids."""
         return self.stops.request_stop(trace_id, reason)
 
     def request_stop(self, trace_id: str, reason: str = "stop requested") -> list[str]:
@@ -167,10 +205,28 @@ class AgentRunner:
 
     def interrupt(self, trace_id: str, reason: str = "interrupted") -> str:
         """Trip the interrupt fence of the tree `trace_id` belongs to (H9): every run of that tree,
-        in either mode, halts at its next provider call, tool execution or child spawn."""
+        in either mode, halts at its next provider call, tool execution or child spawn (a spawn is
+        refused with a tool error naming the interrupt; no child is created). The fence holds
+        until `clear_interrupt`; return the root id."""
         root = trace_id.split("@", 1)[0]
         self._fences[root] = reason
         return root
+
+    def clear_interrupt(self, trace_id: str) -> bool:
+        """Lift the interrupt fence of `trace_id`'s tree so its traces can be continued on this runner.
+
+        Clearing is explicit: a fence never lifts by itself. Runs that halted stay `stopped`;
+        continue them with `RunConfig(trace_id=...)`. Return True when a fence was lifted.
+        """
+        return self._fences.pop(trace_id.split("@", 1)[0], None) is not None
+
+    def hold_for_child(self, trace_id: str, child_trace_id: str) -> None:
+        """End the running `trace_id` `waiting_confirmation` after its current turn: a sub-agent awaits an approval."""
+        self._held.setdefault(trace_id, []).append(child_trace_id)
+
+    def interrupt_reason(self, trace_id: str) -> str | None:
+        """The reason of the interrupt fence of `trace_id`'s tree, or None when it is not interrupted."""
+        return self._fences.get(trace_id.split("@", 1)[0])
 
     def running(self) -> list[str]:
         """Ids of traces running in this process."""
@@ -244,14 +300,52 @@ class AgentRunner:
         outcome: Finish | AwaitApproval = Finish(
             status="stopped", error=f"max_iterations ({config.max_iterations}) reached without a final answer"
         )
-        for _ in range(config.max_iterations):
+        held = False
+        self._held.pop(state.trace.trace_id, None)  # nothing left over from an earlier run of this trace
+        if state.branch is None:
+            async for message in self._deliver_waiting_children(services, state):
+                yield message
+            held = state.trace.trace_id in self._held
+        for _ in range(0 if held else config.max_iterations):
             step: TurnOutcome = Continue()
             async for item in take_turn(ctx, state):
                 if isinstance(item, (Continue, Finish, AwaitApproval)):
                     step = item
                 else:
                     yield item
+            if state.branch is None and state.trace.trace_id in self._held:  # a sub-agent awaits an approval: wait with it
+                held = True
+                break
             if not isinstance(step, Continue):
                 outcome = step
                 break
+        if held:
+            self._held.pop(state.trace.trace_id, None)
+            state.trace = await services.store.update_trace(state.trace.trace_id, status="waiting_confirmation")
+            outcome = AwaitApproval()
         yield await end_run(services, state, outcome)
+
+    async def _deliver_waiting_children(self, services: RunServices, state: RunState) -> AsyncIterator[Message]:
+        """On a continued run: hand the results of sub-agents that waited for an approval to this trace.
+
+        A sub-agent still waiting (or running) keeps this trace waiting: the run ends
+        `waiting_confirmation` again without a model call. A finished one becomes a runner-written
+        user message with its status and answer, recorded by a `child_result_delivered` event.
+        """
+        if not any(m.get("role") == "tool" and "(waiting_confirmation: sub-agent" in str(m.get("content"))
+                   for m in state.history):
+            return  # cheap gate: only a trace that was told a sub-agent waits reads its events
+        for child_id in await waiting_children(services.store, state.trace.trace_id):
+            child = await services.store.get_trace(child_id)
+            if child is None:
+                continue
+            if child.status in ("waiting_confirmation", "running"):
+                self.hold_for_child(state.trace.trace_id, child_id)
+                continue
+            answer = child.result_summary if child.status == "completed" else None
+            summary = answer if answer is not None else f"({child.status}: {child.error_message or 'no answer'})"
+            yield await services.append_user_message(
+                state, f"[sub-agent {child_id} finished after its tool approval] [{child.status}]: {summary}")
+            await services.store.append_event(state.trace.trace_id, "progress", {
+                "stage": CHILD_DELIVERED, "child_trace_id": child_id, "status": child.status,
+            })

@@ -94,6 +94,14 @@ class RunnerHandle(Protocol):
         """Register a child before it runs so a stop of any ancestor reaches it."""
         ...
 
+    def hold_for_child(self, trace_id: str, child_trace_id: str) -> None:
+        """End the running `trace_id` `waiting_confirmation` after its current turn: a sub-agent awaits an approval."""
+        ...
+
+    def interrupt_reason(self, trace_id: str) -> str | None:
+        """The reason of the interrupt fence of `trace_id`'s tree, or None when it is not interrupted."""
+        ...
+
     def archetypes_for(self, workspace: str | Path | None) -> ArchetypeRegistry:
         """The archetypes a run in `workspace` sees."""
         ...

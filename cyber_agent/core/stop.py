@@ -2,8 +2,9 @@
 
 A stop is a flag checked before every model call, tool execution and child spawn; an
 in-flight model request is not killed, but its tool calls are not executed and no further
-turn starts. Recursive runs register children so a stop reaches the whole subtree; legacy
-stops only the requested trace. The registry lives in one process (see docs/decisions.md).
+turn starts. Every agent child (legacy sub-agent or recursive child) is registered under its
+parent before it runs, so a stop reaches the whole subtree in both modes. The registry lives
+in one process (see docs/decisions.md).
 """
 
 from __future__ import annotations

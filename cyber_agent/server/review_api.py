@@ -41,6 +41,17 @@ class PendingApproval(BaseModel):
     """The trace."""
     batch: ApprovalBatch | None
     """The batch waiting for a decision, or null when none is pending."""
+    descendants: list[DescendantApproval] = Field(default_factory=list)
+    """Pending batches of the trace's descendants (for a root: the whole tree), e.g. a sub-agent's."""
+
+
+class DescendantApproval(BaseModel):
+    """A pending batch of a descendant trace (decide it on that trace's own endpoint)."""
+
+    trace_id: str
+    """The descendant that waits."""
+    batch: ApprovalBatch
+    """Its pending batch."""
 
 
 class DecisionRequest(BaseModel):
@@ -95,7 +106,17 @@ async def pending_approval(state: State, trace_id: TraceId) -> PendingApproval:
     if await state.store.get_trace(trace_id) is None:
         raise TraceNotFoundError(trace_id)
     batch = await current_batch(state.store, trace_id)
-    return PendingApproval(trace_id=trace_id, batch=batch if batch is not None and batch.status == "pending" else None)
+    descendants: list[DescendantApproval] = []
+    frontier = [trace_id]
+    while frontier:  # the whole subtree: a sub-agent's approval is visible from the root (issue 14)
+        children = await state.store.list_traces(parent_trace_id=frontier.pop(0), limit=None)
+        for child in sorted(children, key=lambda t: t.trace_id):
+            frontier.append(child.trace_id)
+            pending = await current_batch(state.store, child.trace_id) if child.status == "waiting_confirmation" else None
+            if pending is not None and pending.status == "pending":
+                descendants.append(DescendantApproval(trace_id=child.trace_id, batch=pending))
+    return PendingApproval(trace_id=trace_id, batch=batch if batch is not None and batch.status == "pending" else None,
+                           descendants=descendants)
 
 
 @router.post("/api/traces/{trace_id}/tool-approvals/{batch_id}", response_model=DecisionResult,

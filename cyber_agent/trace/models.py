@@ -218,14 +218,15 @@ class Message(BaseModel):
         return self.prompt_tokens + self.completion_tokens
 
     def describe(self) -> str:
-        """Assistant: its text, else 'tool call: a, b'. Tool: the tool name. Others: the text."""
+        """Assistant: its text, else 'tool call: a, b'. Tool: the tool name, else its text, else its call id. Others: the text."""
         if self.role == "assistant":
             if self.text:
                 return _clip(self.text)
             names = ", ".join(call.name for call in self.tool_calls)
             return f"tool call: {names}" if names else ""
         if self.role == "tool":
-            return self.tool_name or ""
+            # A tool message without tool_name (the seed's own example) is described by its content, else its call id.
+            return self.tool_name or _clip(self.text) or (f"tool result {self.tool_call_id}" if self.tool_call_id else "")
         return _clip(self.text)
 
     def assign(self, sequence: int) -> None:

@@ -51,7 +51,7 @@ async def test_a_new_root_without_agent_mode_is_legacy_and_freezes_it():
     assert "submit_report" not in model.requests[0].tool_names
 
 
-@pytest.mark.parametrize("value", ["turbo", "recursive2", "1"])
+@pytest.mark.parametrize("value", ["turbo", "recursive2", "1", "Recursive ", "RECURSIVE", " legacy", "Legacy"])
 async def test_an_invalid_agent_mode_refuses_the_root_before_any_model_call(monkeypatch, value):
     monkeypatch.setenv("AGENT_MODE", value)
     model = ScriptedModel(["never played"])

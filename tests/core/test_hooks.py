@@ -83,6 +83,7 @@ async def test_post_turn_hooks_get_a_snapshot_and_a_failing_hook_never_fails_the
         runner = AgentRunner(trace_store=store, llm_call=model, tool_registry=registry([]),
                              post_turn_hooks=[Broken(), CostLogHook(log_path)])
         result = await runner.run_result(TASK, RunConfig())
+        assert await runner.drain_hooks() == 0  # hooks run in the background: wait for them before reading
     assert result.status == "completed"
     row = json.loads(log_path.read_text().splitlines()[0])
     assert row["iterations"] == 2 and row["tool_calls"] == ["poke"] and abs(row["cost_usd"] - 0.5) < 1e-9

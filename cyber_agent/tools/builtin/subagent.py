@@ -101,7 +101,7 @@ def _check_seed(conversation: list[Any], index: int) -> None:
 async def _run_agents(ctx: ToolContext, seeds: list[list[SeedMessage]], mode: str, agent_type: str | None) -> str:
     """Create and run one sub-trace per seed conversation, in parallel; return the merged summary."""
     from cyber_agent.core.agent_mode import AgentPolicy
-    from cyber_agent.core.child_run import ChildRun, child_config, run_child, spawn_limits
+    from cyber_agent.core.child_run import ChildRun, child_config, note_waiting_child, run_child, spawn_limits
     from cyber_agent.core.trace_setup import ChildSetup
 
     runner, parent_config, store = ctx.runner, ctx.run_config, ctx.store
@@ -123,6 +123,15 @@ async def _run_agents(ctx: ToolContext, seeds: list[list[SeedMessage]], mode: st
 
     async def one(child_id: str, seed: list[SeedMessage]) -> dict[str, Any]:
         task_text = next(m["content"] for m in seed if m["role"] == "user")
+        try:
+            return await run_one(child_id, seed, task_text)
+        except Exception as exc:  # noqa: BLE001 - one sub-agent's failure is its own line; the batch goes on
+            error = str(exc) if isinstance(exc, ToolError) else f"{type(exc).__name__}: {exc}"
+            trace = await store.get_trace(child_id)
+            return {"trace_id": child_id, "task": task_text, "status": trace.status if trace else "not created",
+                    "summary": f"(failed: {error})"}
+
+    async def run_one(child_id: str, seed: list[SeedMessage], task_text: str) -> dict[str, Any]:
         config = child_config(
             parent_config, agent_type=agent_type or mode, parent_trace_id=ctx.trace_id, parent_goal_id=ctx.goal_id,
             new_trace_id=child_id, tools=child_tools, workspace=str(ctx.workspace),
@@ -133,6 +142,12 @@ async def _run_agents(ctx: ToolContext, seeds: list[list[SeedMessage]], mode: st
                                                   setup=setup, task=task_text))
         trace = result.trace
         summary = result.answer if result.answer is not None else f"({trace.status}: {trace.error_message or 'no answer'})"
+        if trace.status == "waiting_confirmation":
+            # The parent waits too (issue 14): its result would otherwise never reach this agent.
+            batch_id = await note_waiting_child(runner, ctx.trace_id, trace)
+            summary = (f"(waiting_confirmation: sub-agent {child_id} waits for a tool approval of batch {batch_id}; "
+                       "this agent waits with it and gets the sub-agent's result when it is continued after the "
+                       "decision)")
         return {"trace_id": child_id, "task": task_text, "status": trace.status, "summary": summary}
 
     async with asyncio.TaskGroup() as group:

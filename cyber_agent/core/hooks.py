@@ -1,7 +1,12 @@
 """Stop hooks and post-turn hooks (SPEC H8), and live progress events (H6).
 
 Stop hooks are checked between iterations, before the next provider call; the first that
-objects ends the run `stopped` with `"stop hook <name>: <reason>"` in the trace. Post-turn hooks
+objects ends the run `stopped` with `"stop hook <name>: <reason>"` in the trace. Limits a reply
+can overrun are checked again after the reply is booked and before any of its tools run
+(`after_reply`), and per-call caps before each tool call (`admit_tool_call`): a refused call gets
+an error result naming the cap and the run stops. Hook instances are the runner's, shared by
+every run of it, children included: `UsdBudgetHook` sums the spend of a whole tree (keyed by the
+root trace id) and fails closed on unpriced usage; `SideEffectRateHook` counts every run. Post-turn hooks
 run after the run's final answer with a `TurnSnapshot`, in a background task owned by the runner
 (`AgentRunner.drain_hooks` waits for them, bounded): a slow hook never delays the result and a
 hook that raises never fails the run (its error is recorded as a `progress` event). Progress
@@ -44,6 +49,8 @@ class LoopState:
     """Cost of this run so far."""
     tool_calls: int
     """Tool calls executed in this run so far."""
+    root_id: str = ""
+    """Root trace id of the run's tree (the trace itself for a root run)."""
 
 
 @runtime_checkable
@@ -63,9 +70,31 @@ class _Base:
     def record_tool_call(self, name: str, side_effects: bool) -> None:
         """Observe an executed tool call (most hooks ignore it)."""
 
+    def admit_tool_call(self, name: str, side_effects: bool) -> str | None:
+        """Refuse one tool call before it runs (a per-call cap); None admits it."""
+        return None
+
+    def record_usage(self, root_id: str, cost_usd: float, *, unpriced: bool = False, model: str = "") -> None:
+        """Observe a booked model reply of a run in the tree `root_id` (most hooks ignore it)."""
+
+    def after_reply(self, state: LoopState) -> str | None:
+        """Object to running a reply's tools because the reply overran a limit; None lets them run."""
+        return None
+
+
+UNPRICED_HELP = (
+    "give the model a price: set CYBER_AGENT_PRICES to a JSON file mapping a model-name prefix to "
+    '{"input": ..., "cached_input": ..., "output": ...} USD per million tokens (docs/harness.md)'
+)
+"""How to price a model the table lacks; part of every fail-closed error."""
+
 
 class UsdBudgetHook(_Base):
-    """Stop once the run's cost reaches `max_usd`."""
+    """Stop once the spend of the run's tree (the run and every descendant) reaches `max_usd`.
+
+    The hook counts each tree's spend for its lifetime (keyed by root trace id), so a cap set
+    for a run holds for the sub-agents under it; unpriced usage in the tree fails closed.
+    """
 
     name = "usd_budget"
 
@@ -73,12 +102,32 @@ class UsdBudgetHook(_Base):
         if max_usd <= 0:
             raise ValueError(f"max_usd must be positive, got {max_usd}")
         self.max_usd = max_usd
+        self._spent: dict[str, float] = {}
+        self._unpriced: dict[str, str] = {}
+
+    def record_usage(self, root_id: str, cost_usd: float, *, unpriced: bool = False, model: str = "") -> None:
+        """Add a booked reply's cost to its tree; remember unpriced usage."""
+        self._spent[root_id] = self._spent.get(root_id, 0.0) + max(cost_usd, 0.0)
+        if unpriced:
+            self._unpriced.setdefault(root_id, model or "a model")
+
+    def tree_cost(self, root_id: str) -> float:
+        """USD booked so far by the tree `root_id`."""
+        return self._spent.get(root_id, 0.0)
 
     def check(self, state: LoopState) -> str | None:
-        """Object when the cost is at or over the budget."""
-        if state.cost_usd >= self.max_usd:
-            return f"cost ${state.cost_usd:.4f} reached the budget of ${self.max_usd:.4f}"
+        """Object when the tree's cost is at or over the budget, or when the tree has unpriced usage."""
+        unpriced = self._unpriced.get(state.root_id)
+        if unpriced is not None:
+            return f"usage of {unpriced} has no price, so the budget of ${self.max_usd:.4f} cannot be enforced; {UNPRICED_HELP}"
+        cost = max(state.cost_usd, self.tree_cost(state.root_id))
+        if cost >= self.max_usd:
+            return f"cost ${cost:.4f} reached the budget of ${self.max_usd:.4f} (the run and its sub-agents)"
         return None
+
+    def after_reply(self, state: LoopState) -> str | None:
+        """A reply can overrun the budget: object before its tools run."""
+        return self.check(state)
 
 
 class MaxIterationsHook(_Base):
@@ -124,6 +173,10 @@ class SideEffectRateHook(_Base):
         if len(self._calls) >= self.max_per_hour:
             return f"{len(self._calls)} side-effecting tool calls in the last hour reached the cap of {self.max_per_hour}"
         return None
+
+    def admit_tool_call(self, name: str, side_effects: bool) -> str | None:
+        """Refuse a side-effecting call once the last hour holds the cap (checked per call)."""
+        return self.check(LoopState(trace_id="", iteration=0, cost_usd=0.0, tool_calls=0)) if side_effects else None
 
 
 @dataclass(frozen=True, kw_only=True)

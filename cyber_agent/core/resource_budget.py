@@ -5,7 +5,9 @@ frozen into the root's `Trace.root_setup` (the model lives in `trace/budget_limi
 replaced through `TraceStore.get_resource_usage` / `replace_resource_usage` under one asyncio
 lock per root. LLM calls are reserved before the call; tokens and cost are booked after.
 Nothing is refunded except agent reservations for children that were never created. Missing or
-corrupt usage fails closed. A booking that changes nothing is not written.
+corrupt usage fails closed. A booking that changes nothing is not written. A booking is also
+where a reply's overrun is found (tokens, cost, duration), before any of its tools run; a reply
+with unpriced usage (a model without a price, `llm/pricing.py`) fails the USD limit closed.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from cyber_agent.core.hooks import UNPRICED_HELP
 from cyber_agent.errors import BudgetExceededError, CorruptRecordError, RunError
 from cyber_agent.trace.budget_limits import BUDGET_ENV, ResourceBudget
 from cyber_agent.trace.models import utc_now
@@ -50,6 +53,8 @@ class ResourceUsage(BaseModel):
     """When the root's usage was initialised (the duration budget counts from here)."""
     updated_at: datetime = Field(default_factory=utc_now)
     """Last write."""
+    unpriced_calls: int = Field(default=0, ge=0)
+    """Model replies booked at $0 because their model has no price (the USD limit fails closed)."""
     last_refusal: str | None = None
     """Why the budget last refused (or flagged an overrun)."""
     refusals: int = Field(default=0, ge=0)
@@ -58,6 +63,10 @@ class ResourceUsage(BaseModel):
     def elapsed_seconds(self) -> float:
         """Seconds since the usage record was initialised."""
         return (utc_now() - self.started_at).total_seconds()
+
+
+_ADDED_FIELDS = frozenset({"unpriced_calls"})
+"""Fields added after records were first written: an older record without them is not corrupt."""
 
 
 class ResourceBudgetController:
@@ -85,7 +94,7 @@ class ResourceBudgetController:
             )
         where = f"{self.root_trace_id}/resource_usage.json"
         # Defaults would silently reset a truncated record to zero usage: every field must be there.
-        missing = sorted(set(ResourceUsage.model_fields) - set(raw))
+        missing = sorted(set(ResourceUsage.model_fields) - set(raw) - _ADDED_FIELDS)
         if missing:
             raise CorruptRecordError(where, f"usage record lacks {', '.join(missing)}; the tree cannot continue safely")
         try:
@@ -130,25 +139,36 @@ class ResourceBudgetController:
             usage.root_validator_calls += int(root_validator)
             await self._save(usage)
 
-    async def book_llm_usage(self, *, prompt_tokens: int, completion_tokens: int, cost_usd: float) -> str | None:
+    async def book_llm_usage(
+        self, *, prompt_tokens: int, completion_tokens: int, cost_usd: float, unpriced: bool = False,
+    ) -> str | None:
         """Book tokens and cost after a call; return the exceeded resource if this response overran.
 
-        A call that reported no tokens and no cost changes nothing and is not written (unless the
-        tree is already over a limit, which is flagged as before).
+        Tokens, cost and wall time are all checked here: a reply that arrives after a limit passed
+        overran it, and its tools must not run. Unpriced usage (`unpriced=True`) fails the USD
+        limit closed. A call that reported no tokens and no cost changes nothing and is not
+        written (unless the tree is over a limit, which is flagged).
         """
         async with self._lock:
             usage = await self.usage()
-            spent = bool(prompt_tokens or completion_tokens or cost_usd)
+            spent = bool(prompt_tokens or completion_tokens or cost_usd or unpriced)
             usage.prompt_tokens += prompt_tokens
             usage.completion_tokens += completion_tokens
             usage.total_tokens += prompt_tokens + completion_tokens
             usage.cost_usd += cost_usd
+            usage.unpriced_calls += int(unpriced)
             over = None
             if self.budget.enabled:
                 if usage.total_tokens > self.budget.max_total_tokens:
                     over = f"tokens: used {usage.total_tokens} of {self.budget.max_total_tokens}"
                 elif usage.cost_usd > self.budget.max_total_cost_usd:
                     over = f"cost_usd: used {usage.cost_usd:.4f} of {self.budget.max_total_cost_usd}"
+                elif usage.unpriced_calls:
+                    over = (f"cost_usd: {usage.unpriced_calls} model repl{'y' if usage.unpriced_calls == 1 else 'ies'} "
+                            f"without a price cannot be held to {self.budget.max_total_cost_usd}; {UNPRICED_HELP}")
+                elif usage.elapsed_seconds() >= self.budget.max_duration_seconds:
+                    over = (f"duration_seconds: used {round(usage.elapsed_seconds(), 3)} "
+                            f"of {self.budget.max_duration_seconds}")
                 if over:
                     usage.last_refusal = over
                     usage.refusals += 1

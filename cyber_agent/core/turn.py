@@ -19,8 +19,11 @@ from cyber_agent.core.protocol_state import with_protocol
 from cyber_agent.core.run_state import RunServices, RunState
 from cyber_agent.core.runner_api import RunContext, RunEvent
 from cyber_agent.core.tool_rights import tighten_by_state
-from cyber_agent.core.turn_tools import execute_calls, needs_approval, stop_hook_reason
+from cyber_agent.core.turn_tools import (
+    after_reply_reason, answer_not_run, execute_calls, needs_approval, record_reply_usage, stop_hook_reason,
+)
 from cyber_agent.errors import BudgetExceededError, CyberAgentError
+from cyber_agent.llm.pricing import is_unpriced
 from cyber_agent.llm.types import LLMResponse
 from cyber_agent.trace.goal_models import FINAL_GOAL_STATUSES
 from cyber_agent.trace.models import Message, MessageContent, Trace, TraceStatus
@@ -98,14 +101,14 @@ async def _before_call(ctx: RunContext, state: RunState) -> Finish | None:
     return None
 
 
-async def _book(state: RunState, response: LLMResponse) -> Finish | str | None:
+async def _book(state: RunState, response: LLMResponse, *, unpriced: bool = False) -> Finish | str | None:
     """Book the response's spend in the tree budget: a failure to book, an overrun text, or None."""
     if state.budget is None:
         return None
     try:
         return await state.budget.book_llm_usage(
             prompt_tokens=response.usage.prompt_tokens, completion_tokens=response.usage.completion_tokens,
-            cost_usd=response.cost,
+            cost_usd=response.cost, unpriced=unpriced,
         )
     except CyberAgentError as exc:
         return Finish(status="failed", error=f"could not book usage: {exc}")
@@ -136,6 +139,7 @@ async def take_turn(ctx: RunContext, state: RunState) -> AsyncIterator[RunEvent 
     if early is not None:
         yield early
         return
+    unpriced = is_unpriced(response, ctx.model)
     assistant = Message.create(
         trace_id=state.trace.trace_id, role="assistant", goal_id=state.goal_id,
         content=MessageContent(text=response.content or None, tool_calls=response.tool_calls),
@@ -143,14 +147,16 @@ async def take_turn(ctx: RunContext, state: RunState) -> AsyncIterator[RunEvent 
         prompt_tokens=response.usage.prompt_tokens, completion_tokens=response.usage.completion_tokens,
         cached_tokens=response.usage.cached_tokens, cost=response.cost,
         duration_ms=(time.perf_counter() - started) * 1000,
-        metadata={"model": response.model or ctx.model, "cost_estimated": response.cost_estimated},
+        metadata={"model": response.model or ctx.model, "cost_estimated": response.cost_estimated,
+                  **({"cost_unpriced": True} if unpriced else {})},
         branch=state.branch,
     )
     # Book the spend before the message is persisted: a kill between the two must never
     # leave tokens and cost that reached the trace unbooked in the tree budget.
-    booked = await _book(state, response)
+    booked = await _book(state, response, unpriced=unpriced)
     yield await services.persist(state, assistant)
     _count(services, state, response)
+    record_reply_usage(services, state, response.cost, unpriced=unpriced, model=response.model or ctx.model)
     async for item in _after_response(ctx, state, response, assistant, booked):
         yield item
 
@@ -166,7 +172,15 @@ async def _after_response(
         # The in-flight response is recorded; its tool calls are not executed.
         yield Finish(status="stopped", error=halt)
     elif booked is not None:
+        # Limits a reply can overrun are checked before any of its tools run; its calls are
+        # answered so the history stays valid.
+        async for message in answer_not_run(services, state, response.tool_calls, f"budget exceeded ({booked})"):
+            yield message
         yield Finish(status="failed", error=f"budget exceeded after a response: {booked}")
+    elif (objection := after_reply_reason(services, state)) is not None:
+        async for message in answer_not_run(services, state, response.tool_calls, objection):
+            yield message
+        yield Finish(status="stopped", error=objection)
     elif not response.tool_calls:
         decision = await on_final_text(ctx, state, response.content)
         for message in decision.messages:

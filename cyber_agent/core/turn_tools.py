@@ -21,8 +21,8 @@ from cyber_agent.llm.types import ToolCall
 from cyber_agent.tools.context import ToolContext
 from cyber_agent.trace.models import Message
 
-__all__ = ["ToolPlan", "execute_calls", "needs_approval", "resume_batch", "run_post_turn_hooks", "stop_hook_reason",
-           "tool_context"]
+__all__ = ["ToolPlan", "after_reply_reason", "answer_not_run", "execute_calls", "needs_approval", "record_reply_usage",
+           "resume_batch", "run_post_turn_hooks", "stop_hook_reason", "tool_context"]
 
 ToolPlan = list[tuple[ToolCall, dict[str, Any], str | None]]
 """Calls to run in order: (call, arguments, rejection reason or None)."""
@@ -49,15 +49,62 @@ async def run_post_turn_hooks(services: RunServices, prepared: RunState, duratio
             })
 
 
+def _loop_state(prepared: RunState) -> LoopState:
+    return LoopState(trace_id=prepared.trace.trace_id, iteration=prepared.iterations, cost_usd=prepared.cost,
+                     tool_calls=len(prepared.tool_names), root_id=prepared.trace.root_id)
+
+
 def stop_hook_reason(services: RunServices, prepared: RunState) -> str | None:
     """The first stop hook's objection, as the trace will record it, or None."""
-    state = LoopState(trace_id=prepared.trace.trace_id, iteration=prepared.iterations, cost_usd=prepared.cost,
-                      tool_calls=len(prepared.tool_names))
+    state = _loop_state(prepared)
     for hook in services.stop_hooks:
         reason = hook.check(state)
         if reason is not None:
             return f"stop hook {hook.name}: {reason}"
     return None
+
+
+def record_reply_usage(services: RunServices, prepared: RunState, cost_usd: float, *, unpriced: bool, model: str) -> None:
+    """Tell the stop hooks a reply of this run was booked (tree-wide caps count it)."""
+    for hook in services.stop_hooks:
+        record = getattr(hook, "record_usage", None)
+        if record is not None:
+            record(prepared.trace.root_id, cost_usd, unpriced=unpriced, model=model)
+
+
+def after_reply_reason(services: RunServices, prepared: RunState) -> str | None:
+    """The first stop hook objecting to a booked reply's tools (a limit the reply overran), or None."""
+    state = _loop_state(prepared)
+    for hook in services.stop_hooks:
+        check = getattr(hook, "after_reply", None)
+        reason = check(state) if check is not None else None
+        if reason is not None:
+            return f"stop hook {hook.name}: {reason}"
+    return None
+
+
+def _refusal(services: RunServices, call: ToolCall) -> str | None:
+    spec = services.registry.get(call.name)
+    side_effects = bool(spec and spec.side_effects)
+    for hook in services.stop_hooks:
+        admit = getattr(hook, "admit_tool_call", None)
+        reason = admit(call.name, side_effects) if admit is not None else None
+        if reason is not None:
+            return f"stop hook {hook.name}: {reason}"
+    return None
+
+
+async def answer_not_run(
+    services: RunServices, prepared: RunState, calls: list[ToolCall], reason: str,
+) -> AsyncIterator[Message]:
+    """Answer each call with a `not run: <reason>` error result, so the history stays valid."""
+    for call in calls:
+        message = Message.create(
+            trace_id=prepared.trace.trace_id, role="tool", goal_id=prepared.goal_id, tool_call_id=call.id,
+            tool_name=call.name, content=f"not run: {reason}", parent_sequence=prepared.head,
+            branch=prepared.branch, metadata={"is_error": True, "rejected": True, "not_run": reason},
+        )
+        yield await services.persist(prepared, message)
 
 
 def needs_approval(services: RunServices, prepared: RunState, calls: list[ToolCall]) -> bool:
@@ -97,9 +144,16 @@ async def execute_calls(ctx: RunContext, prepared: RunState, calls: ToolPlan, *,
     """
     services = ctx.services
     trace_id = prepared.trace.trace_id
+    capped: str | None = None
     for call, arguments, rejected in calls:
         if services.halt_reason(prepared) is not None:
             return
+        if rejected is None:
+            # Caps apply per call: once one refuses, the rest of the batch is not run either and
+            # the run stops at its next check (the cap still objects there).
+            capped = capped or _refusal(services, call)
+            if capped is not None:
+                rejected = f"not run: {capped}"
         services.progress("tool_started", prepared, tool=call.name, call_id=call.id)
         budget = prepared.budget if prepared.is_validator else None
         metered = budget is not None and call.name != "submit_validation"

@@ -34,7 +34,9 @@ if TYPE_CHECKING:
     )
     from cyber_agent.llm.http_retry import DEFAULT_TIMEOUT, RetryPolicy, Sleep
     from cyber_agent.llm.openai_compat import OPENAI_DEFAULT_BASE_URL, OpenAICompatModel
-    from cyber_agent.llm.pricing import PRICE_TABLE, PRICES_AS_OF, ModelPrice, compute_cost, lookup_price
+    from cyber_agent.llm.pricing import (
+        PRICE_TABLE, PRICES_AS_OF, PRICES_ENV, ModelPrice, compute_cost, is_unpriced, load_user_prices, lookup_price,
+    )
     from cyber_agent.llm.replay import Exchange, RecordingLLM, ReplayLLM, load_exchanges
     from cyber_agent.llm.resolve import Provider, ResolvedModel, resolve_llm
     from cyber_agent.llm.toolcall_json import parse_tool_arguments
@@ -60,6 +62,7 @@ __all__ = [
     "OpenAICompatModel",
     "PFormatDialect",
     "PRICES_AS_OF",
+    "PRICES_ENV",
     "PRICE_TABLE",
     "Provider",
     "RecordingLLM",
@@ -76,7 +79,9 @@ __all__ = [
     "XmlDialect",
     "choose_dialect",
     "compute_cost",
+    "is_unpriced",
     "load_exchanges",
+    "load_user_prices",
     "lookup_price",
     "parse_tool_arguments",
     "resolve_llm",
@@ -92,7 +97,8 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "fakes": ("FunctionModel", "ModelFunction", "ModelRequest", "Reply", "ScriptedModel", "ToolCallSpec"),
     "http_retry": ("DEFAULT_TIMEOUT", "RetryPolicy", "Sleep"),
     "openai_compat": ("OPENAI_DEFAULT_BASE_URL", "OpenAICompatModel"),
-    "pricing": ("PRICE_TABLE", "PRICES_AS_OF", "ModelPrice", "compute_cost", "lookup_price"),
+    "pricing": ("PRICE_TABLE", "PRICES_AS_OF", "PRICES_ENV", "ModelPrice", "compute_cost", "is_unpriced", "load_user_prices",
+                "lookup_price"),
     "replay": ("Exchange", "RecordingLLM", "ReplayLLM", "load_exchanges"),
     "resolve": ("Provider", "ResolvedModel", "resolve_llm"),
     "toolcall_json": ("parse_tool_arguments",),

@@ -5,18 +5,31 @@ DeepSeek on `PRICES_AS_OF`. It is a *lower bound*: it ignores long-context surch
 priority tiers, Anthropic's cache-write premium (cache-creation tokens are priced as plain
 input) and reasoning-token details that providers fold into output tokens. Prices change;
 update the table and the date together.
+
+A model the table lacks is *unpriced*: its usage costs 0.0 and `is_unpriced` says so, so a USD
+limit can fail closed instead of never firing. Give prices for such models (or override the
+table) with `PRICES_ENV` (`CYBER_AGENT_PRICES`): the path of a JSON file mapping a model-name
+prefix to `{"input": ..., "cached_input": ..., "output": ...}` in USD per million tokens
+(`cached_input` defaults to `input`). Its entries win over the built-in table.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+from cyber_agent.errors import ConfigurationError
 from cyber_agent.llm.types import LLMResponse, Usage
 
-__all__ = ["ModelPrice", "PRICES_AS_OF", "PRICE_TABLE", "compute_cost", "lookup_price", "with_cost"]
+__all__ = ["ModelPrice", "PRICES_AS_OF", "PRICES_ENV", "PRICE_TABLE", "compute_cost", "is_unpriced", "load_user_prices",
+           "lookup_price", "with_cost"]
+
+PRICES_ENV = "CYBER_AGENT_PRICES"
+"""Environment variable naming a JSON file of user prices (see the module docstring)."""
 
 PRICES_AS_OF = "2025-10-01"
 """Date the table's prices were copied from the providers' price pages."""
@@ -76,9 +89,57 @@ def _normalize(model: str) -> str:
     return model.strip().lower().rsplit("/", 1)[-1]
 
 
+_user_cache: dict[tuple[str, int, int], Mapping[str, ModelPrice]] = {}
+
+
+def load_user_prices(path: str | None = None) -> Mapping[str, ModelPrice]:
+    """Read the user price file (`path`, else `$CYBER_AGENT_PRICES`); empty when none is set.
+
+    A file that cannot be read or is not a valid table raises `ConfigurationError` naming the
+    variable: a typo in a price must never silently price a model at 0.
+    """
+    path = path if path is not None else os.environ.get(PRICES_ENV, "").strip()
+    if not path:
+        return {}
+    try:
+        stat = os.stat(path)
+        key = (path, stat.st_mtime_ns, stat.st_size)
+        cached = _user_cache.get(key)
+        if cached is not None:
+            return cached
+        with open(path, encoding="utf-8") as handle:
+            raw = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(PRICES_ENV, f"cannot read the price file {path!r}: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ConfigurationError(PRICES_ENV, f"{path!r} must hold a JSON object of model prefix -> prices")
+    table: dict[str, ModelPrice] = {}
+    for key, entry in raw.items():
+        try:
+            if not isinstance(entry, dict) or not {"input", "output"} <= set(entry):
+                raise ValueError("needs input and output")
+            values = {k: float(entry[k] if k in entry else entry["input"]) for k in ("input", "cached_input", "output")}
+            if any(v < 0 or v != v or v == float("inf") for v in values.values()):
+                raise ValueError("prices must be finite and non-negative")
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(PRICES_ENV, f"{path!r}: price of {key!r}: {exc}") from None
+        table[str(key)] = ModelPrice(**values)
+    frozen = MappingProxyType(table)
+    _user_cache[key] = frozen
+    return frozen
+
+
+def _default_table() -> Mapping[str, ModelPrice]:
+    user = load_user_prices()
+    return {**PRICE_TABLE, **user} if user else PRICE_TABLE
+
+
 def lookup_price(model: str, prices: Mapping[str, ModelPrice] | None = None) -> ModelPrice | None:
-    """Return the price of `model` by longest matching prefix, or None for an unknown model."""
-    table = PRICE_TABLE if prices is None else prices
+    """Return the price of `model` by longest matching prefix, or None for an unknown model.
+
+    Without `prices`, the built-in table with the user's `CYBER_AGENT_PRICES` entries over it.
+    """
+    table = _default_table() if prices is None else prices
     name = _normalize(model)
     best: tuple[int, ModelPrice] | None = None
     for key, price in table.items():
@@ -112,6 +173,20 @@ def compute_cost(
         uncached * price.input + cached * price.cached_input + max(usage.completion_tokens, 0) * price.output
     ) / 1_000_000
     return usd, True
+
+
+def is_unpriced(response: LLMResponse, requested_model: str = "", prices: Mapping[str, ModelPrice] | None = None) -> bool:
+    """True when the response used tokens, the provider reported no charge and no price is known.
+
+    Such usage was booked at $0: a USD limit cannot be enforced over it.
+    """
+    usage = response.usage
+    if usage.cost_usd is not None or response.cost > 0 or not (usage.prompt_tokens or usage.completion_tokens):
+        return False
+    if "cost" in response.model_fields_set and not response.cost_estimated:
+        return False  # an explicit charge of $0 (a free model, a caller's own price)
+    models = [m for m in (response.model, requested_model) if m]
+    return all(lookup_price(m, prices) is None for m in models)
 
 
 def with_cost(response: LLMResponse, requested_model: str, prices: Mapping[str, ModelPrice] | None = None) -> LLMResponse:

@@ -191,7 +191,9 @@ class TreeModel:
         """Most calls of children (neither the root nor a validator) in flight at once."""
         self.finished: list[str] = []
         """Children's objectives in the order their calls left the in-flight window."""
-        self.llm = FunctionModel(self._answer, usage=usage, cost=cost)
+        # Scripted usage without a cost is an explicit $0 (the model "scripted" has no price, and
+        # unpriced usage fails a USD limit closed); tests of unpriced usage pass their own replies.
+        self.llm = FunctionModel(self._answer, usage=usage, cost=0.0 if cost is None and usage is not None else cost)
 
     async def _answer(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> LLMResponse:
         names = tool_names(tools)

@@ -227,7 +227,11 @@ async def test_an_in_flight_overrun_is_recorded_but_its_tool_calls_never_run(mon
     usage = await usage_of(store, result.trace.trace_id)
     assert result.status == "failed" and "tokens: used 150 of 100" in result.trace.error_message
     assert usage["total_tokens"] == 150 and usage["last_refusal"].startswith("tokens")
-    assert result.messages[-1].role == "assistant" and result.messages[-1].tool_calls[0].name == "goal"
+    # The reply is recorded; its call is answered "not run" (a valid history) and never ran.
+    assistant, answer = result.messages[-2:]
+    assert assistant.role == "assistant" and assistant.tool_calls[0].name == "goal"
+    assert answer.role == "tool" and answer.tool_call_id == assistant.tool_calls[0].id
+    assert answer.content.startswith("not run: budget exceeded (tokens: used 150 of 100")
     assert len((await store.get_goal_tree(result.trace.trace_id)).goals) == 1
 
 

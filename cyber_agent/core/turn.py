@@ -20,7 +20,7 @@ from cyber_agent.core.run_state import RunServices, RunState
 from cyber_agent.core.runner_api import RunContext, RunEvent
 from cyber_agent.core.tool_rights import tighten_by_state
 from cyber_agent.core.turn_tools import (
-    after_reply_reason, answer_not_run, execute_calls, needs_approval, record_reply_usage, stop_hook_reason,
+    after_reply_reason, answer_not_run, execute_calls, flag_unpriced, needs_approval, record_reply_usage, stop_hook_reason,
 )
 from cyber_agent.errors import BudgetExceededError, CyberAgentError
 from cyber_agent.llm.pricing import is_unpriced
@@ -157,6 +157,8 @@ async def take_turn(ctx: RunContext, state: RunState) -> AsyncIterator[RunEvent 
     yield await services.persist(state, assistant)
     _count(services, state, response)
     record_reply_usage(services, state, response.cost, unpriced=unpriced, model=response.model or ctx.model)
+    if unpriced:
+        await flag_unpriced(services, state, response.model or ctx.model)
     async for item in _after_response(ctx, state, response, assistant, booked):
         yield item
 

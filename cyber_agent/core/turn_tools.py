@@ -21,7 +21,7 @@ from cyber_agent.llm.types import ToolCall
 from cyber_agent.tools.context import ToolContext
 from cyber_agent.trace.models import Message
 
-__all__ = ["ToolPlan", "after_reply_reason", "answer_not_run", "execute_calls", "needs_approval", "record_reply_usage",
+__all__ = ["ToolPlan", "after_reply_reason", "answer_not_run", "execute_calls", "flag_unpriced", "needs_approval", "record_reply_usage",
            "resume_batch", "run_post_turn_hooks", "stop_hook_reason", "tool_context"]
 
 ToolPlan = list[tuple[ToolCall, dict[str, Any], str | None]]
@@ -70,6 +70,17 @@ def record_reply_usage(services: RunServices, prepared: RunState, cost_usd: floa
         record = getattr(hook, "record_usage", None)
         if record is not None:
             record(prepared.trace.root_id, cost_usd, unpriced=unpriced, model=model)
+
+
+async def flag_unpriced(services: RunServices, prepared: RunState, model: str) -> None:
+    """Mark the trace as having unpriced usage (`context["cost_unpriced"]`, the models in `unpriced_models`)."""
+    current = await services.store.get_trace(prepared.trace.trace_id)
+    context = dict((current or prepared.trace).context)
+    models = list(context.get("unpriced_models") or [])
+    if context.get("cost_unpriced") is True and model in models:
+        return
+    context.update(cost_unpriced=True, unpriced_models=sorted({*models, model}))
+    prepared.trace = await services.store.update_trace(prepared.trace.trace_id, context=context)
 
 
 def after_reply_reason(services: RunServices, prepared: RunState) -> str | None:

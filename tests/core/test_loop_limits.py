@@ -131,8 +131,11 @@ async def test_the_usd_hook_holds_for_legacy_sub_agents():
     result = await runner.run_result(WORK, RunConfig())
     assert result.status == "stopped" and "usd_budget" in result.trace.error_message
     subs = [t for t in await all_traces(store) if t.parent_trace_id is not None]
-    assert subs and any(t.status == "stopped" for t in subs)
-    assert sum(model.calls.values()) <= 4  # root + children until the tree reached the cap, then nothing
+    stopped = [t for t in subs if t.status == "stopped"]
+    # Each sub-agent alone spent $0.01: the tree's sum stops the later ones and the root's next turn
+    # (without the fix all three answer and the root completes with a fifth call).
+    assert len(subs) == 3 and len(stopped) >= 2 and all("usd_budget" in (t.error_message or "") for t in stopped)
+    assert model.calls["work"] == 1
 
 
 # -- 4. unpriced usage fails closed -------------------------------------------------------------------
@@ -153,6 +156,7 @@ async def test_unpriced_usage_is_flagged_and_fails_the_usd_hook_closed():
         result = await runner.run_result(WORK, RunConfig(model="gpt-5"))
     assistant = next(m for m in result.messages if m.role == "assistant")
     assert assistant.metadata["cost_unpriced"] is True and assistant.cost == 0.0
+    assert result.trace.context["cost_unpriced"] is True and result.trace.context["unpriced_models"] == ["gpt-5"]
     assert result.status == "stopped" and log == []
     assert "gpt-5" in result.trace.error_message and PRICES_ENV in result.trace.error_message
     answers_every_call(result.messages)
@@ -168,7 +172,7 @@ async def test_a_user_price_file_prices_the_model(tmp_path, monkeypatch):
                              stop_hooks=[UsdBudgetHook(1.0)])
         result = await runner.run_result(WORK, RunConfig(model="gpt-5"))
     assistant = next(m for m in result.messages if m.role == "assistant")
-    assert "cost_unpriced" not in assistant.metadata
+    assert "cost_unpriced" not in assistant.metadata and "cost_unpriced" not in result.trace.context
     assert abs(assistant.cost - (1000 * 1.25 + 500 * 10.0) / 1e6) < 1e-12
     assert result.status == "completed" and log == ["poke 0"]
 

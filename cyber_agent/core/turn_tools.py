@@ -73,14 +73,12 @@ def record_reply_usage(services: RunServices, prepared: RunState, cost_usd: floa
 
 
 async def flag_unpriced(services: RunServices, prepared: RunState, model: str) -> None:
-    """Mark the trace as having unpriced usage (`context["cost_unpriced"]`, the models in `unpriced_models`)."""
-    current = await services.store.get_trace(prepared.trace.trace_id)
-    context = dict((current or prepared.trace).context)
-    models = list(context.get("unpriced_models") or [])
-    if context.get("cost_unpriced") is True and model in models:
+    """Mark the trace as having unpriced usage (`Trace.cost_unpriced`, the models in `Trace.unpriced_models`)."""
+    trace = prepared.trace
+    if trace.cost_unpriced and model in trace.unpriced_models:
         return
-    context.update(cost_unpriced=True, unpriced_models=sorted({*models, model}))
-    prepared.trace = await services.store.update_trace(prepared.trace.trace_id, context=context)
+    prepared.trace = await services.store.update_trace(
+        trace.trace_id, cost_unpriced=True, unpriced_models=sorted({*trace.unpriced_models, model}))
 
 
 def after_reply_reason(services: RunServices, prepared: RunState) -> str | None:

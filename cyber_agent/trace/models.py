@@ -104,6 +104,10 @@ class Trace(BaseModel):
     """Behaviour snapshot of the run config with its hash (T7)."""
     side_branches: dict[str, SideBranchRecord] = Field(default_factory=dict)
     """The last run on each side branch (e.g. `reflection`)."""
+    cost_unpriced: bool = False
+    """True once a model call of this trace used tokens that no price covers (its cost is not known)."""
+    unpriced_models: list[str] = Field(default_factory=list)
+    """The models whose usage was unpriced (give them a price with `CYBER_AGENT_PRICES`)."""
     created_at: datetime = Field(default_factory=utc_now)
     """Creation time (UTC)."""
     updated_at: datetime = Field(default_factory=utc_now)

@@ -156,7 +156,8 @@ async def test_unpriced_usage_is_flagged_and_fails_the_usd_hook_closed():
         result = await runner.run_result(WORK, RunConfig(model="gpt-5"))
     assistant = next(m for m in result.messages if m.role == "assistant")
     assert assistant.metadata["cost_unpriced"] is True and assistant.cost == 0.0
-    assert result.trace.context["cost_unpriced"] is True and result.trace.context["unpriced_models"] == ["gpt-5"]
+    assert result.trace.cost_unpriced is True and result.trace.unpriced_models == ["gpt-5"]
+    assert "cost_unpriced" not in result.trace.context  # runner state never lands in the user's context
     assert result.status == "stopped" and log == []
     assert "gpt-5" in result.trace.error_message and PRICES_ENV in result.trace.error_message
     answers_every_call(result.messages)
@@ -172,7 +173,7 @@ async def test_a_user_price_file_prices_the_model(tmp_path, monkeypatch):
                              stop_hooks=[UsdBudgetHook(1.0)])
         result = await runner.run_result(WORK, RunConfig(model="gpt-5"))
     assistant = next(m for m in result.messages if m.role == "assistant")
-    assert "cost_unpriced" not in assistant.metadata and "cost_unpriced" not in result.trace.context
+    assert "cost_unpriced" not in assistant.metadata and not result.trace.cost_unpriced
     assert abs(assistant.cost - (1000 * 1.25 + 500 * 10.0) / 1e6) < 1e-12
     assert result.status == "completed" and log == ["poke 0"]
 

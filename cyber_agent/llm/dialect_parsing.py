@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cyber_agent.llm.toolcall_json import parse_tool_arguments
@@ -120,16 +120,18 @@ def _strip_fence(body: str) -> str:
     return body.strip()
 
 
-def _json_values(body: str) -> list[Any]:
-    """The whole body as one JSON value, else the top-level JSON values found in it.
+def _json_values(body: str) -> tuple[list[Any], bool]:
+    """The whole body as one JSON value, else the top-level JSON values found in it; and whether
+    the last one was cut off mid-JSON (closed here only to show it, never to run it).
 
     A bracketed span that fails to parse is skipped whole: a call nested inside broken arguments
     must never run on its own.
     """
     whole = _loads(body)
     if whole is not _FAILED:
-        return [whole]
+        return [whole], False
     values: list[Any] = []
+    cut_off = False
     i = attempts = 0
     while attempts < _MAX_STARTS:
         starts = [p for p in (body.find("{", i), body.find("[", i)) if p >= 0]
@@ -142,12 +144,13 @@ def _json_values(body: str) -> list[Any]:
             value = _loads(cut + missing)
             if value is not _FAILED:
                 values.append(value)
+                cut_off = True
             break
         value = _loads(body[start:end])
         if value is not _FAILED:
             values.append(value)
         i = end
-    return values
+    return values, cut_off
 
 
 # ---- extracted calls --------------------------------------------------------------------
@@ -159,6 +162,12 @@ class _Found:
     arguments: Any = None
     error: str | None = None
     raw: str | None = None
+    incomplete: str | None = None
+    """Why the call is not whole (cut off, no closing tag); such a call is shown, never run."""
+
+
+_NO_CLOSING = "the call has no closing </tool_call> tag (the reply may have been cut off)"
+_CUT_JSON = "its arguments are not valid JSON: the call was cut off mid-JSON"
 
 
 def _call_from_object(obj: Any, raw: str) -> _Found:
@@ -249,7 +258,7 @@ def _scan(text: str, parse_body: _BodyParser) -> tuple[str, list[_Found]]:
             narrative.append(opened.group(0))
             pos = after
             continue
-        found += parse_body(text[after:json_end])
+        found += [replace(f, incomplete=f.incomplete or _NO_CLOSING) for f in parse_body(text[after:json_end])]
         pos = json_end
         stray = _STRAY_CLOSE.match(text, pos)
         pos = stray.end() if stray else pos
@@ -257,7 +266,9 @@ def _scan(text: str, parse_body: _BodyParser) -> tuple[str, list[_Found]]:
     if not found:
         rest = "".join(narrative)
         for match in _FENCE_CALL.finditer(rest):
-            found += parse_body(match.group(1))
+            unclosed = match.end() == len(rest) and not re.search(rf"(?:```|</(?:{_TAGS})>)\Z", match.group(0))
+            found += [replace(f, incomplete=f.incomplete or (_NO_CLOSING if unclosed else None))
+                      for f in parse_body(match.group(1))]
         if found:
             narrative = [_FENCE_CALL.sub("", rest)]
     return re.sub(r"\n{3,}", "\n\n", "".join(narrative)).strip(), found
@@ -265,12 +276,16 @@ def _scan(text: str, parse_body: _BodyParser) -> tuple[str, list[_Found]]:
 
 def _json_body(body: str) -> list[_Found]:
     cleaned = _strip_fence(body)
-    found = [f for value in _json_values(cleaned) for f in _calls_from_value(value, cleaned)]
+    values, cut_off = _json_values(cleaned)
+    found = [f for value in values for f in _calls_from_value(value, cleaned)]
     if found:
+        if cut_off:  # the last value was closed by the parser: its calls are shown, never run
+            last = _calls_from_value(values[-1], cleaned)
+            found = found[:-len(last)] + [replace(f, incomplete=f.incomplete or _CUT_JSON) for f in last]
         return found
     guess = _NAME_GUESS.search(cleaned)
-    return [_Found(guess.group(1).strip() if guess else "", raw=cleaned, error=(
-        'the tool call is not valid JSON; write <tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>'))]
+    return [_Found(guess.group(1).strip() if guess else "", raw=cleaned, incomplete="its tool call is not valid JSON",
+                   error='the tool call is not valid JSON; write <tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>')]
 
 
 # ---- P-format extent -------------------------------------------------------------------
@@ -298,9 +313,11 @@ def _to_tool_calls(found: list[_Found], prefix: str, turn: int) -> list[ToolCall
     for index, item in enumerate(found):
         call_id = f"{prefix}_{turn}_{index}"
         if item.error is not None:
-            calls.append(ToolCall(id=call_id, name=item.name, raw_arguments=item.raw or "", parse_error=item.error))
+            calls.append(ToolCall(id=call_id, name=item.name, raw_arguments=item.raw or "", parse_error=item.error,
+                                  incomplete=item.incomplete))
         else:
-            calls.append(parse_tool_arguments(call_id, item.name, item.arguments))
+            call = parse_tool_arguments(call_id, item.name, item.arguments)
+            calls.append(call.model_copy(update={"incomplete": item.incomplete}) if item.incomplete else call)
     return calls
 
 

@@ -405,3 +405,31 @@ def test_override_wins_and_unknown_override_is_a_clear_error():
     assert choose_dialect("ollama", "qwen2.5:0.5b", "auto").name == "pformat"
     with pytest.raises(ConfigurationError, match=re.escape("unknown dialect 'json'")):
         choose_dialect("openai", "gpt-4o", "json")
+
+
+# ---- incomplete calls (issue 14): shown, marked, never run --------------------------------
+
+
+@pytest.mark.parametrize(("dialect", "text"), [
+    (XmlDialect(), '<tool_call>{"name": "shell", "arguments": {"command": "ls"}}'),
+    (XmlDialect(), '<tool_call>{"name": "shell", "arguments": {"command": "ls -la'),
+    (XmlDialect(), '<tool_call>{"name": "shell", "arguments": {"command": "ls -la</tool_call>'),
+    (XmlDialect(), '```tool_call\n{"name": "shell", "arguments": {"command": "pwd"}}'),
+    (PFormatDialect(), "<tool_call>shell[ls -la"),
+    (PFormatDialect(), "<tool_call>shell[ls -la]"),
+    (NativeDialect(), '<tool_call>{"name": "shell", "arguments": {"command": "ls'),
+])
+def test_a_call_without_its_closing_or_cut_mid_json_is_marked_incomplete(dialect, text):
+    [call] = parse(dialect, text).tool_calls
+    assert call.incomplete
+
+
+@pytest.mark.parametrize(("dialect", "text"), [
+    (XmlDialect(), '<tool_call>{"name": "shell", "arguments": {"command": "ls"}}</tool_call>'),
+    (XmlDialect(), '```tool_call\n{"name": "shell", "arguments": {"command": "pwd"}}\n```'),
+    (XmlDialect(), "<tool_call>{'name': 'shell', 'arguments': {'command': 'ls',},}</tool_call>"),
+    (PFormatDialect(), "<tool_call>shell[ls -la]</tool_call>"),
+])
+def test_a_closed_balanced_call_is_complete(dialect, text):
+    [call] = parse(dialect, text).tool_calls
+    assert call.incomplete is None and call.parse_error is None

@@ -22,7 +22,8 @@ _TAGS = "tool_call|toolcall|tool-call|invoke"
 _OPEN = re.compile(rf"<(?:{_TAGS})>", re.IGNORECASE)
 _CLOSE = re.compile(rf"</(?:{_TAGS})>", re.IGNORECASE)
 _FENCE_CALL = re.compile(rf"```(?:{_TAGS})[ \t]*\n(.*?)(?:```|</(?:{_TAGS})>|\Z)", re.IGNORECASE | re.DOTALL)
-_NAME_GUESS = re.compile(r"""["']name["']\s*:\s*["']([^"'\\]{1,200})["']""")
+# Only the call's own leading "name" key: a name inside an echoed payload never names the call.
+_NAME_GUESS = re.compile(r"""\s*[\[{]\s*(?:["']function["']\s*:\s*\{\s*)?["']name["']\s*:\s*["']([^"'\\]{1,200})["']""")
 _STRAY_CLOSE = re.compile(rf"\s*(?:```)?\s*</(?:{_TAGS})>", re.IGNORECASE)
 _PF_HEAD = re.compile(r"(\w+)\[")
 _DECODER = json.JSONDecoder(strict=False)  # tolerate raw newlines inside strings
@@ -121,11 +122,11 @@ def _strip_fence(body: str) -> str:
 
 
 def _json_values(body: str) -> tuple[list[Any], bool]:
-    """The whole body as one JSON value, else the top-level JSON values found in it; and whether
-    the last one was cut off mid-JSON (closed here only to show it, never to run it).
+    """The whole body as one JSON value, else its first balanced JSON value; and whether that was
+    cut off mid-JSON (closed here only to show it, never to run it).
 
-    A bracketed span that fails to parse is skipped whole: a call nested inside broken arguments
-    must never run on its own.
+    Only the first bracketed span counts: when it fails to parse there is no value, and whatever
+    follows it (an echoed payload, a second object) never becomes or replaces the call.
     """
     whole = _loads(body)
     if whole is not _FAILED:
@@ -149,7 +150,7 @@ def _json_values(body: str) -> tuple[list[Any], bool]:
         value = _loads(body[start:end])
         if value is not _FAILED:
             values.append(value)
-        i = end
+        break
     return values, cut_off
 
 
@@ -234,6 +235,26 @@ def _unclosed_extent(text: str, start: int) -> int | None:
     return None
 
 
+def _close_outside_strings(text: str, start: int) -> re.Match[str] | None:
+    """The first closing tag after `start` that is not inside a double-quoted JSON string."""
+    in_string, i = False, start
+    while i < len(text):
+        ch = text[i]
+        if in_string:
+            if ch == "\\":
+                i += 1
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch == "<":
+            match = _CLOSE.match(text, i)
+            if match is not None:
+                return match
+        i += 1
+    return None
+
+
 def _scan(text: str, parse_body: _BodyParser) -> tuple[str, list[_Found]]:
     """Stages 2 and 3: `<tool_call>` tags (closed or not), then ```tool_call fences."""
     narrative: list[str] = []
@@ -247,7 +268,8 @@ def _scan(text: str, parse_body: _BodyParser) -> tuple[str, list[_Found]]:
         narrative.append(text[pos:opened.start()])
         after = opened.end()
         json_end = _unclosed_extent(text, after)
-        closed = _CLOSE.search(text, json_end if json_end and text[json_end - 1] in "}]" else after)
+        balanced = json_end is not None and text[json_end - 1] in "}]"
+        closed = _CLOSE.search(text, json_end) if balanced and json_end is not None else _close_outside_strings(text, after)
         following = _OPEN.search(text, after)
         if closed is not None and (following is None or closed.start() < following.start()
                                    or (json_end is not None and following.start() < json_end)):
@@ -283,7 +305,7 @@ def _json_body(body: str) -> list[_Found]:
             last = _calls_from_value(values[-1], cleaned)
             found = found[:-len(last)] + [replace(f, incomplete=f.incomplete or _CUT_JSON) for f in last]
         return found
-    guess = _NAME_GUESS.search(cleaned)
+    guess = _NAME_GUESS.match(cleaned)
     return [_Found(guess.group(1).strip() if guess else "", raw=cleaned, incomplete="its tool call is not valid JSON",
                    error='the tool call is not valid JSON; write <tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>')]
 

@@ -20,11 +20,12 @@ from cyber_agent.core.run_state import RunServices, RunState
 from cyber_agent.core.runner_api import RunContext, RunEvent
 from cyber_agent.core.tool_rights import tighten_by_state
 from cyber_agent.core.turn_tools import (
-    after_reply_reason, answer_not_run, execute_calls, flag_unpriced, needs_approval, record_reply_usage, stop_hook_reason,
+    ToolPlan, after_reply_reason, answer_not_run, execute_calls, flag_unpriced, needs_approval, record_reply_usage,
+    stop_hook_reason,
 )
 from cyber_agent.errors import BudgetExceededError, CyberAgentError
 from cyber_agent.llm.pricing import is_unpriced
-from cyber_agent.llm.types import LLMResponse
+from cyber_agent.llm.types import LLMResponse, ToolCall
 from cyber_agent.trace.goal_models import FINAL_GOAL_STATUSES
 from cyber_agent.trace.models import Message, MessageContent, Trace, TraceStatus
 from cyber_agent.trace.state import SideBranchRecord
@@ -84,7 +85,8 @@ async def _call_model(ctx: RunContext, state: RunState) -> LLMResponse:
                             on_delta=lambda text: services.progress("text_delta", state, text=text))
     else:
         raw = await ctx.llm(state.history, ctx.model, state.schemas, ctx.config.temperature)
-    return LLMResponse.coerce(raw)
+    # A reply cut by the output limit marks every one of its calls incomplete, whatever the client.
+    return LLMResponse.coerce(raw).checked()
 
 
 async def _before_call(ctx: RunContext, state: RunState) -> Finish | None:
@@ -192,7 +194,7 @@ async def _after_response(
         else:
             status, answer, error = decision.finish
             yield Finish(status=status, answer=answer, error=error, protocol=decision.protocol)
-    elif needs_approval(services, state, response.tool_calls):
+    elif not any(c.incomplete for c in response.tool_calls) and needs_approval(services, state, response.tool_calls):
         await open_batch(services.store, services.registry, state.trace.trace_id, assistant.message_id, response.tool_calls)
         yield AwaitApproval()
     else:
@@ -200,13 +202,32 @@ async def _after_response(
             yield item
 
 
+def _plan(ctx: RunContext, state: RunState, calls: list[ToolCall]) -> ToolPlan:
+    """Which calls of a reply run: an incomplete call never does; its answer is a tool error.
+
+    When a reply holds an incomplete call, a complete call that needs a human decision is held
+    back too (an approval batch is all or nothing): the model sends the calls again.
+    """
+    cut = any(c.incomplete for c in calls)
+    plan: ToolPlan = []
+    for call in calls:
+        if call.incomplete:
+            reason = f"error: tool {call.name!r} not run: {call.incomplete}; send it again complete"
+        elif cut and needs_approval(ctx.services, state, [call]):
+            reason = (f"error: tool {call.name!r} not run: another call of the same reply was incomplete; "
+                      "send the calls again complete")
+        else:
+            reason = None
+        plan.append((call, call.arguments, reason))
+    return plan
+
+
 async def _run_tools(
     ctx: RunContext, state: RunState, response: LLMResponse, assistant_id: str,
 ) -> AsyncIterator[RunEvent | TurnOutcome]:
     refreshed = False
     try:
-        async for message in execute_calls(
-                ctx, state, [(c, c.arguments, None) for c in response.tool_calls], assistant_id=assistant_id):
+        async for message in execute_calls(ctx, state, _plan(ctx, state, response.tool_calls), assistant_id=assistant_id):
             yield message
             if message.tool_name in STATE_TOOLS:
                 refreshed = True

@@ -21,7 +21,7 @@ from cyber_agent.llm.anthropic_format import (
 from cyber_agent.llm.http_retry import DEFAULT_TIMEOUT, ProviderHTTP, RetryPolicy, ServerSentEvent, Sleep
 from cyber_agent.llm.pricing import ModelPrice, with_cost
 from cyber_agent.llm.toolcall_json import parse_tool_arguments
-from cyber_agent.llm.types import DeltaCallback, LLMResponse
+from cyber_agent.llm.types import DeltaCallback, LLMResponse, normalise_finish_reason
 
 __all__ = ["ANTHROPIC_DEFAULT_BASE_URL", "ANTHROPIC_VERSION", "AnthropicModel"]
 
@@ -39,8 +39,8 @@ def _parse_message(data: Mapping[str, Any], requested_model: str) -> LLMResponse
         tool_calls=calls,
         usage=parse_anthropic_usage(data.get("usage")),
         model=data.get("model") or requested_model,
-        finish_reason=STOP_REASONS.get(reason, reason) if reason else None,
-    )
+        finish_reason=normalise_finish_reason(STOP_REASONS.get(reason, reason) if reason else None),
+    ).checked()
 
 
 @dataclass
@@ -112,8 +112,9 @@ class _EventAssembler:
             tool_calls=calls,
             usage=parse_anthropic_usage(self.usage),
             model=self.model or self.requested_model,
-            finish_reason=STOP_REASONS.get(self.stop_reason, self.stop_reason) if self.stop_reason else None,
-        )
+            finish_reason=normalise_finish_reason(
+                STOP_REASONS.get(self.stop_reason, self.stop_reason) if self.stop_reason else None),
+        ).checked()
 
 
 async def _assemble(events: AsyncIterator[ServerSentEvent], requested_model: str,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from cyber_agent.llm.toolcall_json import parse_tool_arguments
@@ -22,7 +22,8 @@ _TAGS = "tool_call|toolcall|tool-call|invoke"
 _OPEN = re.compile(rf"<(?:{_TAGS})>", re.IGNORECASE)
 _CLOSE = re.compile(rf"</(?:{_TAGS})>", re.IGNORECASE)
 _FENCE_CALL = re.compile(rf"```(?:{_TAGS})[ \t]*\n(.*?)(?:```|</(?:{_TAGS})>|\Z)", re.IGNORECASE | re.DOTALL)
-_NAME_GUESS = re.compile(r"""["']name["']\s*:\s*["']([^"'\\]{1,200})["']""")
+# Only the call's own leading "name" key: a name inside an echoed payload never names the call.
+_NAME_GUESS = re.compile(r"""\s*[\[{]\s*(?:["']function["']\s*:\s*\{\s*)?["']name["']\s*:\s*["']([^"'\\]{1,200})["']""")
 _STRAY_CLOSE = re.compile(rf"\s*(?:```)?\s*</(?:{_TAGS})>", re.IGNORECASE)
 _PF_HEAD = re.compile(r"(\w+)\[")
 _DECODER = json.JSONDecoder(strict=False)  # tolerate raw newlines inside strings
@@ -120,16 +121,18 @@ def _strip_fence(body: str) -> str:
     return body.strip()
 
 
-def _json_values(body: str) -> list[Any]:
-    """The whole body as one JSON value, else the top-level JSON values found in it.
+def _json_values(body: str) -> tuple[list[Any], bool]:
+    """The whole body as one JSON value, else its first balanced JSON value; and whether that was
+    cut off mid-JSON (closed here only to show it, never to run it).
 
-    A bracketed span that fails to parse is skipped whole: a call nested inside broken arguments
-    must never run on its own.
+    Only the first bracketed span counts: when it fails to parse there is no value, and whatever
+    follows it (an echoed payload, a second object) never becomes or replaces the call.
     """
     whole = _loads(body)
     if whole is not _FAILED:
-        return [whole]
+        return [whole], False
     values: list[Any] = []
+    cut_off = False
     i = attempts = 0
     while attempts < _MAX_STARTS:
         starts = [p for p in (body.find("{", i), body.find("[", i)) if p >= 0]
@@ -142,12 +145,13 @@ def _json_values(body: str) -> list[Any]:
             value = _loads(cut + missing)
             if value is not _FAILED:
                 values.append(value)
+                cut_off = True
             break
         value = _loads(body[start:end])
         if value is not _FAILED:
             values.append(value)
-        i = end
-    return values
+        break
+    return values, cut_off
 
 
 # ---- extracted calls --------------------------------------------------------------------
@@ -159,6 +163,12 @@ class _Found:
     arguments: Any = None
     error: str | None = None
     raw: str | None = None
+    incomplete: str | None = None
+    """Why the call is not whole (cut off, no closing tag); such a call is shown, never run."""
+
+
+_NO_CLOSING = "the call has no closing </tool_call> tag (the reply may have been cut off)"
+_CUT_JSON = "its arguments are not valid JSON: the call was cut off mid-JSON"
 
 
 def _call_from_object(obj: Any, raw: str) -> _Found:
@@ -225,6 +235,26 @@ def _unclosed_extent(text: str, start: int) -> int | None:
     return None
 
 
+def _close_outside_strings(text: str, start: int) -> re.Match[str] | None:
+    """The first closing tag after `start` that is not inside a double-quoted JSON string."""
+    in_string, i = False, start
+    while i < len(text):
+        ch = text[i]
+        if in_string:
+            if ch == "\\":
+                i += 1
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch == "<":
+            match = _CLOSE.match(text, i)
+            if match is not None:
+                return match
+        i += 1
+    return None
+
+
 def _scan(text: str, parse_body: _BodyParser) -> tuple[str, list[_Found]]:
     """Stages 2 and 3: `<tool_call>` tags (closed or not), then ```tool_call fences."""
     narrative: list[str] = []
@@ -238,7 +268,8 @@ def _scan(text: str, parse_body: _BodyParser) -> tuple[str, list[_Found]]:
         narrative.append(text[pos:opened.start()])
         after = opened.end()
         json_end = _unclosed_extent(text, after)
-        closed = _CLOSE.search(text, json_end if json_end and text[json_end - 1] in "}]" else after)
+        balanced = json_end is not None and text[json_end - 1] in "}]"
+        closed = _CLOSE.search(text, json_end) if balanced and json_end is not None else _close_outside_strings(text, after)
         following = _OPEN.search(text, after)
         if closed is not None and (following is None or closed.start() < following.start()
                                    or (json_end is not None and following.start() < json_end)):
@@ -249,7 +280,7 @@ def _scan(text: str, parse_body: _BodyParser) -> tuple[str, list[_Found]]:
             narrative.append(opened.group(0))
             pos = after
             continue
-        found += parse_body(text[after:json_end])
+        found += [replace(f, incomplete=f.incomplete or _NO_CLOSING) for f in parse_body(text[after:json_end])]
         pos = json_end
         stray = _STRAY_CLOSE.match(text, pos)
         pos = stray.end() if stray else pos
@@ -257,7 +288,9 @@ def _scan(text: str, parse_body: _BodyParser) -> tuple[str, list[_Found]]:
     if not found:
         rest = "".join(narrative)
         for match in _FENCE_CALL.finditer(rest):
-            found += parse_body(match.group(1))
+            unclosed = match.end() == len(rest) and not re.search(rf"(?:```|</(?:{_TAGS})>)\Z", match.group(0))
+            found += [replace(f, incomplete=f.incomplete or (_NO_CLOSING if unclosed else None))
+                      for f in parse_body(match.group(1))]
         if found:
             narrative = [_FENCE_CALL.sub("", rest)]
     return re.sub(r"\n{3,}", "\n\n", "".join(narrative)).strip(), found
@@ -265,12 +298,16 @@ def _scan(text: str, parse_body: _BodyParser) -> tuple[str, list[_Found]]:
 
 def _json_body(body: str) -> list[_Found]:
     cleaned = _strip_fence(body)
-    found = [f for value in _json_values(cleaned) for f in _calls_from_value(value, cleaned)]
+    values, cut_off = _json_values(cleaned)
+    found = [f for value in values for f in _calls_from_value(value, cleaned)]
     if found:
+        if cut_off:  # the last value was closed by the parser: its calls are shown, never run
+            last = _calls_from_value(values[-1], cleaned)
+            found = found[:-len(last)] + [replace(f, incomplete=f.incomplete or _CUT_JSON) for f in last]
         return found
-    guess = _NAME_GUESS.search(cleaned)
-    return [_Found(guess.group(1).strip() if guess else "", raw=cleaned, error=(
-        'the tool call is not valid JSON; write <tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>'))]
+    guess = _NAME_GUESS.match(cleaned)
+    return [_Found(guess.group(1).strip() if guess else "", raw=cleaned, incomplete="its tool call is not valid JSON",
+                   error='the tool call is not valid JSON; write <tool_call>{"name": "TOOL", "arguments": {...}}</tool_call>')]
 
 
 # ---- P-format extent -------------------------------------------------------------------
@@ -298,9 +335,11 @@ def _to_tool_calls(found: list[_Found], prefix: str, turn: int) -> list[ToolCall
     for index, item in enumerate(found):
         call_id = f"{prefix}_{turn}_{index}"
         if item.error is not None:
-            calls.append(ToolCall(id=call_id, name=item.name, raw_arguments=item.raw or "", parse_error=item.error))
+            calls.append(ToolCall(id=call_id, name=item.name, raw_arguments=item.raw or "", parse_error=item.error,
+                                  incomplete=item.incomplete))
         else:
-            calls.append(parse_tool_arguments(call_id, item.name, item.arguments))
+            call = parse_tool_arguments(call_id, item.name, item.arguments)
+            calls.append(call.model_copy(update={"incomplete": item.incomplete}) if item.incomplete else call)
     return calls
 
 

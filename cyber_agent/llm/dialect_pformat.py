@@ -77,6 +77,11 @@ def _pformat_call(body: str, tools: dict[str, dict[str, Any]]) -> _Found | None:
     if close != len(body) - 1:
         return None
     name, inner = head.group(1), body[head.end():close]
+    if _OPEN.search(inner) or _CLOSE.search(inner):
+        # A value holding a call tag is an echoed payload or a call whose `]` was not escaped:
+        # which call was meant is ambiguous, so none runs.
+        return _Found(name, raw=body, error="a value contains a <tool_call> tag, so the call is ambiguous; "
+                                            "escape a literal ] as \\] or use the JSON form")
     if name not in tools:
         known = ", ".join(sorted(tools)) or "none"
         return _Found(name, raw=body, error=f"unknown tool {name!r}; available tools: {known}")

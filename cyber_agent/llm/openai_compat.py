@@ -14,7 +14,7 @@ from cyber_agent.errors import ConfigurationError, LLMProtocolError
 from cyber_agent.llm.http_retry import DEFAULT_TIMEOUT, ProviderHTTP, RetryPolicy, ServerSentEvent, Sleep
 from cyber_agent.llm.pricing import ModelPrice, with_cost
 from cyber_agent.llm.toolcall_json import parse_tool_arguments
-from cyber_agent.llm.types import DeltaCallback, LLMResponse, ToolCall, Usage
+from cyber_agent.llm.types import DeltaCallback, LLMResponse, ToolCall, Usage, normalise_finish_reason
 
 __all__ = ["OPENAI_DEFAULT_BASE_URL", "OpenAICompatModel", "parse_chat_completion", "parse_openai_usage"]
 
@@ -75,8 +75,8 @@ def parse_chat_completion(data: Mapping[str, Any], requested_model: str) -> LLMR
         tool_calls=calls,
         usage=parse_openai_usage(data.get("usage")),
         model=data.get("model") or requested_model,
-        finish_reason=choice.get("finish_reason"),
-    )
+        finish_reason=normalise_finish_reason(choice.get("finish_reason")),
+    ).checked()
 
 
 @dataclass
@@ -150,8 +150,8 @@ class _StreamAssembler:
             tool_calls=calls,
             usage=self.usage,
             model=self.model or self.requested_model,
-            finish_reason=self.finish_reason,
-        )
+            finish_reason=normalise_finish_reason(self.finish_reason),
+        ).checked()
 
 
 async def _assemble(events: AsyncIterator[ServerSentEvent], requested_model: str,

@@ -20,9 +20,10 @@ def parse_tool_arguments(call_id: str, name: str, arguments: Any) -> ToolCall:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
+        why = f"arguments are not valid JSON ({exc.msg} at position {exc.pos})"
         return ToolCall(
-            id=call_id, name=name, raw_arguments=text,
-            parse_error=f"arguments are not valid JSON ({exc.msg} at position {exc.pos}); resend the call with a JSON object",
+            id=call_id, name=name, raw_arguments=text, incomplete=f"its {why}",
+            parse_error=f"{why}; resend the call with a JSON object",
         )
     except (ValueError, RecursionError) as exc:
         # Valid-looking JSON can still fail: an integer over Python's digit limit (ValueError) or

@@ -8,11 +8,28 @@ provider returned.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = ["DeltaCallback", "LLMCall", "LLMResponse", "ToolCall", "Usage"]
+
+FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "other"]
+"""Why a model stopped, in one vocabulary for every provider."""
+
+_FINISH_REASONS: dict[str, FinishReason] = {
+    "stop": "stop", "end_turn": "stop", "stop_sequence": "stop", "eos": "stop", "eos_token": "stop",
+    "tool_calls": "tool_calls", "function_call": "tool_calls", "tool_use": "tool_calls",
+    "length": "length", "max_tokens": "length", "model_context_window_exceeded": "length",
+    "content_filter": "content_filter", "refusal": "content_filter", "safety": "content_filter",
+}
+
+
+def normalise_finish_reason(value: Any) -> FinishReason | None:
+    """Map an OpenAI or Anthropic finish/stop reason onto `FinishReason`; None when there was none."""
+    if value is None or value == "":
+        return None
+    return _FINISH_REASONS.get(str(value).strip().lower(), "other")
 
 DeltaCallback = Callable[[str], None]
 
@@ -32,6 +49,9 @@ class ToolCall(BaseModel):
     """The argument text as the model sent it, kept when it did not parse."""
     parse_error: str | None = None
     """Why the arguments did not parse; the runner returns it to the model as a tool error."""
+    incomplete: str | None = None
+    """Why the call is not whole (cut off by the output limit, no closing tag, arguments not valid
+    JSON); None for a complete call. The runner never executes an incomplete call."""
 
     def to_openai(self) -> dict[str, Any]:
         """Render as an OpenAI chat-completions `tool_calls` entry."""
@@ -85,8 +105,26 @@ class LLMResponse(BaseModel):
     """True when `cost` comes from the price table rather than the provider."""
     model: str = ""
     """Model name that answered."""
-    finish_reason: str | None = None
-    """Provider finish reason (stop, tool_calls, length, ...)."""
+    finish_reason: FinishReason | None = None
+    """Why the model stopped, normalised from the provider's value; "length" means the reply was
+    cut by the output limit, so every tool call in it is incomplete."""
+
+    @field_validator("finish_reason", mode="before")
+    @classmethod
+    def _normalise_finish_reason(cls, value: Any) -> FinishReason | None:
+        return normalise_finish_reason(value)
+
+    def checked(self) -> LLMResponse:
+        """This response with every tool call marked incomplete when the reply was cut ("length")."""
+        cut = "the call was cut off (finish_reason=length)"
+        if self.finish_reason != "length" or all(cut in (call.incomplete or "") for call in self.tool_calls):
+            return self
+        calls = [
+            call if cut in (call.incomplete or "")
+            else call.model_copy(update={"incomplete": f"{cut}; {call.incomplete}" if call.incomplete else cut})
+            for call in self.tool_calls
+        ]
+        return self.model_copy(update={"tool_calls": calls})
 
     @classmethod
     def coerce(cls, value: LLMResponse | Mapping[str, Any]) -> LLMResponse:

@@ -162,3 +162,20 @@ def test_missing_key_names_the_env_var_and_env_key_is_used():
     assert info.value.setting == "ANTHROPIC_API_KEY"
     llm = AnthropicModel(env={"ANTHROPIC_API_KEY": "sk-ant-env", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9/"})
     assert llm.base_url == "http://127.0.0.1:9" and "sk-ant-env" not in repr(llm)
+
+
+async def test_streamed_max_tokens_is_length_and_marks_the_cut_call_incomplete():
+    cut = STREAM.replace(b'"stop_reason": "tool_use"', b'"stop_reason": "max_tokens"')
+    assert cut != STREAM
+    reply = await model(Server(httpx.Response(200, headers={"content-type": "text/event-stream"}, content=cut)))(
+        CONVERSATION[:2], "claude-haiku-4-5", TOOLS, on_delta=lambda _: None)
+    assert reply.finish_reason == "length"
+    assert all("finish_reason=length" in (c.incomplete or "") for c in reply.tool_calls)
+
+
+@pytest.mark.parametrize(("raw", "expected"), [("end_turn", "stop"), ("max_tokens", "length"), ("tool_use", "tool_calls"),
+                                               ("refusal", "content_filter"), ("pause_turn", "other")])
+async def test_stop_reasons_are_normalised(raw, expected):
+    server = Server(httpx.Response(200, json={"id": "m", "model": "c", "stop_reason": raw,
+                                              "content": [{"type": "text", "text": "x"}]}))
+    assert (await model(server)(CONVERSATION[:2], "claude-haiku-4-5")).finish_reason == expected

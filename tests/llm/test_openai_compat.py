@@ -176,3 +176,25 @@ async def test_extra_body_is_sent_can_drop_fields_and_empty_model_is_refused():
 
 def test_repr_never_shows_the_key():
     assert KEY not in repr(model(Server()))
+
+
+@pytest.mark.parametrize(("raw", "expected"), [
+    ("stop", "stop"), ("length", "length"), ("tool_calls", "tool_calls"), ("function_call", "tool_calls"),
+    ("content_filter", "content_filter"), ("eos", "stop"), ("weird", "other"), (None, None),
+])
+def test_finish_reason_is_normalised(raw, expected):
+    body = {"choices": [{"index": 0, "message": {"content": "x"}, "finish_reason": raw}]}
+    from cyber_agent.llm.openai_compat import parse_chat_completion
+
+    assert parse_chat_completion(body, "m").finish_reason == expected
+
+
+def test_a_reply_cut_by_length_marks_every_call_incomplete():
+    from cyber_agent.llm.openai_compat import parse_chat_completion
+
+    calls = [{"id": "a", "function": {"name": "add", "arguments": '{"x": 1}'}},
+             {"id": "b", "function": {"name": "add", "arguments": '{"x": '}}]
+    body = {"choices": [{"index": 0, "message": {"tool_calls": calls}, "finish_reason": "length"}]}
+    response = parse_chat_completion(body, "m")
+    assert [("finish_reason=length" in (c.incomplete or "")) for c in response.tool_calls] == [True, True]
+    assert response.tool_calls[0].arguments == {"x": 1}  # kept as sent, for the trace

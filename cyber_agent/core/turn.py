@@ -150,7 +150,8 @@ async def take_turn(ctx: RunContext, state: RunState) -> AsyncIterator[RunEvent 
         cached_tokens=response.usage.cached_tokens, cost=response.cost,
         duration_ms=(time.perf_counter() - started) * 1000,
         metadata={"model": response.model or ctx.model, "cost_estimated": response.cost_estimated,
-                  **({"cost_unpriced": True} if unpriced else {})},
+                  **({"cost_unpriced": True} if unpriced else {}),
+                  **({} if response.usage.reported else {"usage_estimated": True})},
         branch=state.branch,
     )
     # Book the spend before the message is persisted: a kill between the two must never

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +16,7 @@ from cyber_agent.llm.pricing import ModelPrice, with_cost
 from cyber_agent.llm.toolcall_json import parse_tool_arguments
 from cyber_agent.llm.types import DeltaCallback, LLMResponse, ToolCall, Usage, normalise_finish_reason
 
-__all__ = ["OPENAI_DEFAULT_BASE_URL", "OpenAICompatModel", "parse_chat_completion", "parse_openai_usage"]
+__all__ = ["OPENAI_DEFAULT_BASE_URL", "OpenAICompatModel", "estimated_usage", "parse_chat_completion", "parse_openai_usage"]
 
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -28,7 +28,7 @@ def _int(value: Any) -> int:
 def parse_openai_usage(raw: Mapping[str, Any] | None) -> Usage:
     """Read a chat-completions `usage` object, including cached tokens and a reported charge."""
     if not raw:
-        return Usage()
+        return Usage(reported=False)  # missing, not zero: the caller estimates it
     details = raw.get("prompt_tokens_details") or {}
     # DeepSeek reports cache hits under its own name instead of prompt_tokens_details.
     cached = _int(details.get("cached_tokens")) or _int(raw.get("prompt_cache_hit_tokens"))
@@ -55,6 +55,14 @@ def _raise_body_error(data: Mapping[str, Any]) -> None:
     if error:
         message = error.get("message", error) if isinstance(error, Mapping) else error
         raise LLMProtocolError(f"provider reported an error in its answer: {message}")
+
+
+def estimated_usage(messages: Sequence[Mapping[str, Any]], response: LLMResponse) -> Usage:
+    """Usage the provider did not report (e.g. a stream without its usage chunk), estimated as characters ÷ 4."""
+    sent = sum(len(str(m.get("content") or "")) + len(str(m.get("tool_calls") or "")) for m in messages)
+    answered = len(response.content or "") + sum(len(c.name) + len(str(c.arguments)) for c in response.tool_calls)
+    return Usage(prompt_tokens=max(1, sent // 4), completion_tokens=max(1, answered // 4) if answered else 0,
+                 reported=False)
 
 
 def parse_chat_completion(data: Mapping[str, Any], requested_model: str) -> LLMResponse:
@@ -93,7 +101,7 @@ class _StreamAssembler:
     requested_model: str
     text: list[str] = field(default_factory=list)
     calls: dict[int, _PartialCall] = field(default_factory=dict)
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = field(default_factory=lambda: Usage(reported=False))  # until a chunk reports it
     model: str = ""
     finish_reason: str | None = None
 
@@ -245,4 +253,6 @@ class OpenAICompatModel:
                 response = await _assemble(events, model, on_delta)
         else:
             response = parse_chat_completion(await self._http.post_json("chat/completions", body), model)
+        if not response.usage.reported:
+            response = response.model_copy(update={"usage": estimated_usage(messages, response)})
         return with_cost(response, model, self._prices)

@@ -72,6 +72,8 @@ class Usage(BaseModel):
     """Input tokens served from the provider's prompt cache."""
     cost_usd: float | None = None
     """Charge reported by the provider; None when it reported none."""
+    reported: bool = True
+    """False when the provider reported no usage: the counts are then an estimate (characters ÷ 4), never a silent 0."""
 
     @property
     def total_tokens(self) -> int:

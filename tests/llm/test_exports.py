@@ -17,7 +17,7 @@ NOT_REEXPORTED = {
     "anthropic": {"ANTHROPIC_VERSION"},
     "anthropic_format": {"STOP_REASONS", "from_anthropic_content", "parse_anthropic_usage"},
     "http_retry": {"ProviderHTTP", "ServerSentEvent", "parse_retry_after"},
-    "openai_compat": {"parse_chat_completion", "parse_openai_usage"},
+    "openai_compat": {"estimated_usage", "parse_chat_completion", "parse_openai_usage"},
     "replay": {"FORMAT_VERSION", "canonical_request"},
     "pricing": {"with_cost"},
     "pytest_plugin": {"ScriptedModelFactory", "scripted_model"},

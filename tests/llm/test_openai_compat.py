@@ -198,3 +198,27 @@ def test_a_reply_cut_by_length_marks_every_call_incomplete():
     response = parse_chat_completion(body, "m")
     assert [("finish_reason=length" in (c.incomplete or "")) for c in response.tool_calls] == [True, True]
     assert response.tool_calls[0].arguments == {"x": 1}  # kept as sent, for the trace
+
+
+async def test_a_stream_without_its_usage_chunk_is_estimated_and_flagged_never_zero():
+    server = Server(httpx.Response(200, headers={"content-type": "text/event-stream"}, content=sse(
+        {"model": "gpt-4o", "choices": [{"index": 0, "delta": {"role": "assistant", "content": "Hello there"}}]},
+        {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+    )))
+    reply = await model(server)([{"role": "user", "content": "x" * 400}], "gpt-4o", on_delta=lambda _: None)
+    assert reply.usage.reported is False
+    assert reply.usage.prompt_tokens == 100 and reply.usage.completion_tokens == 2  # characters ÷ 4
+    assert reply.cost > 0 and reply.cost_estimated
+
+
+async def test_a_runner_message_records_estimated_usage():
+    from cyber_agent.core.config import RunConfig
+    from cyber_agent.core.runner import AgentRunner
+    from cyber_agent.trace import InMemoryTraceStore
+
+    server = Server(httpx.Response(200, json={"id": "x", "model": "gpt-4o", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "done"}, "finish_reason": "stop"}]}))
+    runner = AgentRunner(trace_store=InMemoryTraceStore(), llm_call=model(server))
+    result = await runner.run_result(USER, RunConfig(model="gpt-4o"))
+    (assistant,) = [m for m in result.messages if m.role == "assistant"]
+    assert assistant.metadata["usage_estimated"] is True and assistant.prompt_tokens > 0

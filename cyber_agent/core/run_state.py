@@ -62,6 +62,10 @@ class RunState:
     """Tool rights of the run before protocol state tightens them."""
     schemas: list[dict[str, Any]] | None = None
     """Tool schemas the next model call offers (None when no tool is allowed)."""
+    fixed_schemas: list[dict[str, Any]] | None = None
+    """Under a text dialect: the schemas of the static rights, sent on every call so the system prompt never changes (H2)."""
+    announced: frozenset[str] | None = None
+    """Under a text dialect: the tightened tool set last told to the model in a message (None: none in force)."""
     branch: str | None = None
     """Side branch (reflection) this run writes to, or None for the main path."""
     resume_batch: ApprovalBatch | None = None

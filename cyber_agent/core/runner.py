@@ -25,10 +25,12 @@ from cyber_agent.core.resource_budget import ResourceBudgetController
 from cyber_agent.core.run_state import RunServices, RunState
 from cyber_agent.core.runner_api import RunContext, RunEvent, RunResult
 from cyber_agent.core.stop import StopRegistry
+from cyber_agent.core.tool_rights import SIDE_BRANCH_FORBIDDEN
 from cyber_agent.core.trace_setup import ChildSetup, effective_config, prepare_run
 from cyber_agent.core.turn import AwaitApproval, Continue, Finish, TurnOutcome, end_run, refresh, take_turn
 from cyber_agent.core.turn_tools import resume_batch, run_post_turn_hooks
 from cyber_agent.errors import RunError
+from cyber_agent.llm.dialects import DialectLLM
 from cyber_agent.llm.types import LLMCall
 from cyber_agent.tools.registry import ToolRegistry
 from cyber_agent.trace.models import Message, Trace
@@ -291,6 +293,9 @@ class AgentRunner:
             llm=wrap_dialect(llm, provider=self._providers.get(id(llm)), model=model, override=config.tool_dialect),
         )
         state.static_allowed = state.allowed
+        if isinstance(ctx.llm, DialectLLM):  # a text dialect renders the tools into the system prompt: keep it fixed
+            fixed = state.static_allowed - SIDE_BRANCH_FORBIDDEN if state.branch is not None else state.static_allowed
+            state.fixed_schemas = services.registry.schemas(sorted(fixed)) if fixed else None
         # prepare_run has just read or written the trace: no need to read it again.
         await refresh(services, state, reread=False)
         if state.resume_batch is not None:

@@ -80,13 +80,35 @@ async def _call_model(ctx: RunContext, state: RunState) -> LLMResponse:
         root_validator = state.is_validator and assignment is not None and assignment.scope == "root"
         await state.budget.reserve_llm_call(root_validator=root_validator)
     services = ctx.services
+    # A text dialect always gets the static tool list (a fixed system prompt, H2); native gets the tightened one.
+    tools = state.fixed_schemas if state.fixed_schemas is not None else state.schemas
     if services.on_progress is not None:
-        raw = await ctx.llm(state.history, ctx.model, state.schemas, ctx.config.temperature,
+        raw = await ctx.llm(state.history, ctx.model, tools, ctx.config.temperature,
                             on_delta=lambda text: services.progress("text_delta", state, text=text))
     else:
-        raw = await ctx.llm(state.history, ctx.model, state.schemas, ctx.config.temperature)
+        raw = await ctx.llm(state.history, ctx.model, tools, ctx.config.temperature)
     # A reply cut by the output limit marks every one of its calls incomplete, whatever the client.
     return LLMResponse.coerce(raw).checked()
+
+
+def _rights_notice(state: RunState) -> str | None:
+    """Under a text dialect, the message telling the model its tool rights changed since it was last told, or None.
+
+    The system prompt lists the static tools and never changes (H2); a withheld tool still gets a
+    tool error when called. Native calls send the tightened list itself and get no message.
+    """
+    if state.fixed_schemas is None:
+        return None
+    if state.trace.protocol.pending_reviews:
+        if state.announced == state.allowed:
+            return None
+        state.announced = state.allowed
+        shown = ", ".join(sorted(state.allowed)) or "none"
+        return f"[protocol] Until you review the pending child reports with review_task, only these tools are available: {shown}."
+    if state.announced is None:
+        return None
+    state.announced = None
+    return "[protocol] Reviews done; your tools are available again."
 
 
 async def _before_call(ctx: RunContext, state: RunState) -> Finish | None:
@@ -129,6 +151,9 @@ async def take_turn(ctx: RunContext, state: RunState) -> AsyncIterator[RunEvent 
     services = ctx.services
     early = await _before_call(ctx, state)
     if early is None:
+        notice = _rights_notice(state)
+        if notice is not None:
+            yield await services.append_user_message(state, notice)
         started = time.perf_counter()
         try:
             sent = len(state.history)

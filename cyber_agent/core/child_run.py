@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from cyber_agent.trace.protocols import TraceStore
 
 __all__ = [
-    "CHILD_DELIVERED", "CHILD_WAITING", "INHERITED_SETTINGS", "ChildNotCreatedError", "ChildRun", "child_config",
+    "CHILD_DELIVERED", "CHILD_WAITING", "INHERITED_SETTINGS", "ChildNotCreatedError", "ChildRun", "child_config", "child_summary",
     "note_waiting_child", "run_child", "spawn_limits", "waiting_children",
 ]
 
@@ -143,6 +143,13 @@ Completion = Callable[["RunResult"], Awaitable[dict[str, Any]]]
 """Computes the completed event's `summary` and extra fields once the child's run has ended."""
 
 
+def child_summary(result: RunResult) -> str:
+    """What a parent is told of a finished child: its answer, else its status and reason."""
+    if result.answer is not None:
+        return result.answer
+    return f"({result.trace.status}: {result.trace.error_message or 'no answer'})"
+
+
 async def run_child(
     runner: RunnerHandle, child: ChildRun, *, complete: Completion | None = None,
     on_started: Callable[[], None] | None = None,
@@ -208,7 +215,7 @@ async def _run_registered(
             judging_error, extra = exc, {"summary": f"(failed while judging: {type(exc).__name__}: {exc})"}
         summary = extra.pop("summary", None)
         if summary is None:
-            summary = result.answer if result.answer is not None else f"({trace.status}: {trace.error_message or 'no answer'})"
+            summary = child_summary(result)
         completed: dict[str, Any] = {
             "trace_id": trace.trace_id, "status": trace.status, "summary": summary,
             "stats": {"total_messages": trace.total_messages, "total_tokens": trace.total_tokens,

@@ -30,7 +30,7 @@ from cyber_agent.errors import BudgetExceededError, ToolError
 from cyber_agent.tools.context import ToolContext
 from cyber_agent.trace.models import Trace
 from cyber_agent.trace.state import ContextAccess, ContextRef, ProtocolState
-from cyber_agent.trace.trace_id import new_sub_trace_id
+from cyber_agent.trace.trace_id import new_sub_trace_id, parse_trace_id
 
 if TYPE_CHECKING:
     from cyber_agent.core.runner import RunResult
@@ -266,8 +266,7 @@ async def continue_child(ctx: ToolContext, child_id: str, brief: TaskBrief | Non
 
 def _sequence_of(child_id: str) -> int:
     """The T2 sequence number of a sub-trace id (`{parent}@{mode}-{timestamp}-{seq}`)."""
-    tail = child_id.rsplit("-", 1)[-1]
-    return int(tail) if tail.isdigit() else 1
+    return parse_trace_id(child_id).seq or 1
 
 
 def _merge_refs(held: dict[str, ContextRef], granted: dict[str, ContextRef]) -> dict[str, ContextRef]:

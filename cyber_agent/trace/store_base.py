@@ -82,6 +82,14 @@ class _Hot:
         self.generation = 0
 
 
+def _warn_damaged(entries: Sequence[DamagedEntry]) -> None:
+    """Warn about damaged entries a listing skipped; foreign files beside the traces (a recording,
+    notes) are only reported (`list_traces_report`), never warned about."""
+    damaged = [e for e in entries if e.kind != "foreign"]
+    if damaged:
+        warnings.warn(DamagedEntryWarning(damaged), stacklevel=3)
+
+
 class BaseTraceStore(ABC):
     """TraceStore logic over abstract record primitives."""
 
@@ -371,9 +379,7 @@ class BaseTraceStore(ABC):
         listing = await self.list_traces_report(mode=mode, status=status, agent_type=agent_type,
                                                 parent_trace_id=parent_trace_id, created_by_tool=created_by_tool,
                                                 uid=uid, limit=limit)
-        damaged = [e for e in listing.errors if e.kind != "foreign"]
-        if damaged:  # foreign files beside the traces (a recording, notes) are reported, not warned about
-            warnings.warn(DamagedEntryWarning(damaged), stacklevel=2)
+        _warn_damaged(listing.errors)
         return listing.traces
 
     async def list_traces_report(
@@ -430,8 +436,7 @@ class BaseTraceStore(ABC):
             validate_trace_id(root_id)
         with gc_paused():
             metas, damaged = self._record_metas()
-            if any(e.kind != "foreign" for e in damaged):
-                warnings.warn(DamagedEntryWarning([e for e in damaged if e.kind != "foreign"]), stacklevel=2)
+            _warn_damaged(damaged)
             selected = select_trees(metas, root_ids)
             return [self._read_record(meta, messages=messages, events=events) for meta in selected]
 

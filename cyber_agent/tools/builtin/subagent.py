@@ -101,7 +101,7 @@ def _check_seed(conversation: list[Any], index: int) -> None:
 async def _run_agents(ctx: ToolContext, seeds: list[list[SeedMessage]], mode: str, agent_type: str | None) -> str:
     """Create and run one sub-trace per seed conversation, in parallel; return the merged summary."""
     from cyber_agent.core.agent_mode import AgentPolicy
-    from cyber_agent.core.child_run import ChildRun, child_config, note_waiting_child, run_child, spawn_limits
+    from cyber_agent.core.child_run import ChildRun, child_config, child_summary, note_waiting_child, run_child, spawn_limits
     from cyber_agent.core.trace_setup import ChildSetup
 
     runner, parent_config, store = ctx.runner, ctx.run_config, ctx.store
@@ -141,7 +141,7 @@ async def _run_agents(ctx: ToolContext, seeds: list[list[SeedMessage]], mode: st
         result = await run_child(runner, ChildRun(parent_trace_id=ctx.trace_id, messages=seed, config=config,
                                                   setup=setup, task=task_text))
         trace = result.trace
-        summary = result.answer if result.answer is not None else f"({trace.status}: {trace.error_message or 'no answer'})"
+        summary = child_summary(result)
         if trace.status == "waiting_confirmation":
             # The parent waits too (issue 14): its result would otherwise never reach this agent.
             batch_id = await note_waiting_child(runner, ctx.trace_id, trace)

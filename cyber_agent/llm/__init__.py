@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     )
     from cyber_agent.llm.replay import Exchange, RecordingLLM, ReplayLLM, load_exchanges
     from cyber_agent.llm.resolve import Provider, ResolvedModel, resolve_llm
+    from cyber_agent.llm.settings import PriceEntry, ProviderSettings
     from cyber_agent.llm.toolcall_json import parse_tool_arguments
     from cyber_agent.llm.types import DeltaCallback, LLMCall, LLMResponse, ToolCall, Usage
 
@@ -64,7 +65,9 @@ __all__ = [
     "PRICES_AS_OF",
     "PRICES_ENV",
     "PRICE_TABLE",
+    "PriceEntry",
     "Provider",
+    "ProviderSettings",
     "RecordingLLM",
     "ReplayLLM",
     "Reply",
@@ -101,6 +104,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
                 "lookup_price"),
     "replay": ("Exchange", "RecordingLLM", "ReplayLLM", "load_exchanges"),
     "resolve": ("Provider", "ResolvedModel", "resolve_llm"),
+    "settings": ("PriceEntry", "ProviderSettings"),
     "toolcall_json": ("parse_tool_arguments",),
     "types": ("DeltaCallback", "LLMCall", "LLMResponse", "ToolCall", "Usage"),
 }

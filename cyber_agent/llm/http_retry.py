@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from cyber_agent.errors import ConfigurationError, LLMHTTPError, LLMProtocolError, LLMTransportError
+from cyber_agent.llm.settings import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, DEFAULT_RETRIES
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -32,9 +33,8 @@ __all__ = [
 Sleep = Callable[[float], Awaitable[None]]
 """An awaitable sleep; tests inject a recorder instead of `asyncio.sleep`."""
 
-# Long first-byte waits are normal for reasoning models answering without streaming, so the
-# read timeout is generous; connecting should be quick or the server is not there.
-DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=15.0)
+DEFAULT_TIMEOUT = httpx.Timeout(DEFAULT_READ_TIMEOUT, connect=DEFAULT_CONNECT_TIMEOUT)
+"""The providers' timeout unless told otherwise: `ProviderSettings`' defaults (120 s per read, 10 s to connect)."""
 
 # 408 and 409 are transient on OpenAI's side (request timeout, lock contention); other 4xx mean
 # the request itself is wrong and retrying cannot help.
@@ -46,7 +46,7 @@ _BODY_EXCERPT = 2000
 class RetryPolicy:
     """Decide how often and how long to wait before retrying a failed provider call."""
 
-    max_retries: int = 4
+    max_retries: int = DEFAULT_RETRIES
     """Retries after the first attempt (0 disables retrying)."""
     base_delay: float = 1.0
     """Seconds before the first retry; doubles with every further retry."""

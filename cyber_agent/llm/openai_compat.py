@@ -174,6 +174,10 @@ async def _assemble(events: AsyncIterator[ServerSentEvent], requested_model: str
     return assembler.result()
 
 
+def _max_tokens_field(base_url: str) -> str:
+    return "max_completion_tokens" if httpx.URL(base_url).host == "api.openai.com" else "max_tokens"
+
+
 class OpenAICompatModel:
     """Call an OpenAI-compatible `/chat/completions` endpoint; an instance is an `LLMCall`."""
 
@@ -183,6 +187,7 @@ class OpenAICompatModel:
         api_key: str | None = None,
         base_url: str | None = None,
         stream: bool | None = None,
+        max_tokens: int | None = None,
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         retry: RetryPolicy | None = None,
         client: httpx.AsyncClient | None = None,
@@ -208,6 +213,9 @@ class OpenAICompatModel:
         # None streams only when the caller wants deltas: a non-streamed body is simpler for
         # servers with shaky SSE support, and nobody is watching the text arrive.
         self.stream = stream
+        if max_tokens is not None and max_tokens <= 0:
+            raise ConfigurationError("max_tokens", f"must be positive (or None for the server's default), got {max_tokens!r}")
+        self.max_tokens = max_tokens
         self._extra_body = dict(extra_body or {})
         self._prices = prices
         self._http = ProviderHTTP(
@@ -226,6 +234,10 @@ class OpenAICompatModel:
             body["tools"] = tools
         if temperature is not None:
             body["temperature"] = temperature
+        if self.max_tokens is not None:
+            # OpenAI itself takes max_completion_tokens (its reasoning models refuse max_tokens);
+            # vLLM, Ollama, llama.cpp, DeepSeek and Qwen servers read max_tokens.
+            body[_max_tokens_field(self.base_url)] = self.max_tokens
         if stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from cyber_agent.errors import ConfigurationError, LLMHTTPError, LLMProtocolError, LLMTransportError
+from cyber_agent.llm.provider_errors import Origin, exhausted_text, status_hint, transport_text
 from cyber_agent.llm.settings import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, DEFAULT_RETRIES
 
 __all__ = [
@@ -149,6 +150,7 @@ class ProviderHTTP:
         secrets: tuple[str, ...] = (),
         rand: Callable[[], float] = random.random,
         clock: Callable[[], float] = time.time,
+        origin: Origin | None = None,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ConfigurationError("base_url", f"must start with http:// or https://, got {base_url!r}")
@@ -162,6 +164,8 @@ class ProviderHTTP:
         self._secrets = tuple(s for s in secrets if s)
         self._rand = rand
         self._clock = clock
+        self.origin = origin or Origin()
+        """Where the base URL and key came from, named by error texts."""
 
     def url(self, path: str) -> str:
         """Join the base URL and an endpoint path."""
@@ -232,9 +236,11 @@ class ProviderHTTP:
             try:
                 response = await client.send(request, stream=stream)
             except httpx.TransportError as exc:  # connect errors and timeouts; CancelledError passes
-                failure = f"{type(exc).__name__}: {self.redact(str(exc)) or 'no detail'}"
                 if attempt + 1 >= attempts:
-                    raise LLMTransportError(f"POST {safe_url} failed after {attempt + 1} attempt(s): {failure}") from exc
+                    raise LLMTransportError(transport_text(
+                        exc, url=safe_url, attempts=attempt + 1, timeout=self._timeout, origin=self.origin,
+                        detail=self.redact(str(exc)) or "no detail",
+                    )) from exc
                 delay = self.retry.backoff(attempt, self._rand())
             else:
                 if response.is_success:
@@ -246,11 +252,11 @@ class ProviderHTTP:
                 status = response.status_code
                 excerpt = self.redact(response.text[:_BODY_EXCERPT])
                 if status < 500 and status not in _RETRYABLE_4XX:
-                    raise LLMHTTPError(status, excerpt, safe_url)
+                    raise LLMHTTPError(status, excerpt, safe_url,
+                                       hint=status_hint(status, base_url=self.redact(self.base_url), origin=self.origin))
                 if attempt + 1 >= attempts:
-                    raise LLMTransportError(
-                        f"POST {safe_url} kept failing: HTTP {status} after {attempt + 1} attempt(s): {excerpt[:500]}"
-                    )
+                    raise LLMTransportError(exhausted_text(url=safe_url, status=status, attempts=attempt + 1,
+                                                           excerpt=excerpt))
                 hint = parse_retry_after(response.headers, self._clock())
                 if hint is None:
                     delay = self.retry.backoff(attempt, self._rand())

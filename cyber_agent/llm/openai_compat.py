@@ -13,6 +13,7 @@ import httpx
 from cyber_agent.errors import ConfigurationError, LLMProtocolError
 from cyber_agent.llm.http_retry import DEFAULT_TIMEOUT, ProviderHTTP, RetryPolicy, ServerSentEvent, Sleep
 from cyber_agent.llm.pricing import ModelPrice, with_cost
+from cyber_agent.llm.provider_errors import Origin
 from cyber_agent.llm.toolcall_json import parse_tool_arguments
 from cyber_agent.llm.types import DeltaCallback, LLMResponse, ToolCall, Usage, normalise_finish_reason
 
@@ -201,6 +202,11 @@ class OpenAICompatModel:
         env = os.environ if env is None else env
         self.base_url = (base_url or env.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_BASE_URL).rstrip("/")
         key = api_key or env.get("OPENAI_API_KEY") or None
+        origin = Origin(
+            provider="OpenAI-compatible server", base_url_env="OPENAI_BASE_URL", key_env="OPENAI_API_KEY", needs_v1=True,
+            base_url_from="base_url=" if base_url else "OPENAI_BASE_URL" if env.get("OPENAI_BASE_URL") else "the default",
+            key_from=None if key is None else "api_key=" if api_key else "OPENAI_API_KEY",
+        )
         if key is None and self.base_url == OPENAI_DEFAULT_BASE_URL:
             raise ConfigurationError(
                 "OPENAI_API_KEY",
@@ -220,7 +226,7 @@ class OpenAICompatModel:
         self._prices = prices
         self._http = ProviderHTTP(
             base_url=self.base_url, headers=headers, timeout=timeout, retry=retry, client=client,
-            transport=transport, sleep=sleep, secrets=(key,) if key else (),
+            transport=transport, sleep=sleep, secrets=(key,) if key else (), origin=origin,
         )
 
     def __repr__(self) -> str:

@@ -175,6 +175,14 @@ async def _assemble(events: AsyncIterator[ServerSentEvent], requested_model: str
     return assembler.result()
 
 
+def _openai_message(message: dict[str, Any]) -> dict[str, Any]:
+    # The runner marks failed tool results `is_error` for Anthropic; chat completions has no such
+    # field (OpenAI refuses unknown message keys), so the error travels as the result text alone.
+    if "is_error" in message and message.get("role") == "tool":
+        return {key: value for key, value in message.items() if key != "is_error"}
+    return message
+
+
 def _max_tokens_field(base_url: str) -> str:
     return "max_completion_tokens" if httpx.URL(base_url).host == "api.openai.com" else "max_tokens"
 
@@ -235,7 +243,7 @@ class OpenAICompatModel:
     def build_body(self, messages: list[dict[str, Any]], model: str, tools: list[dict[str, Any]] | None,
                    temperature: float | None, *, stream: bool) -> dict[str, Any]:
         """Return the JSON body sent for one call."""
-        body: dict[str, Any] = {"model": model, "messages": messages}
+        body: dict[str, Any] = {"model": model, "messages": [_openai_message(m) for m in messages]}
         if tools:
             body["tools"] = tools
         if temperature is not None:

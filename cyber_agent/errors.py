@@ -167,6 +167,9 @@ class ToolArgumentError(ToolError):
 class LLMError(CyberAgentError):
     """A model call failed."""
 
+    retries: tuple[object, ...] = ()
+    """Attempts that failed and were retried before this error (`cyber_agent/llm/types.py:RetryRecord`)."""
+
 
 class LLMHTTPError(LLMError):
     """The provider answered with a non-retryable HTTP status."""

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from cyber_agent.llm.resolve import Provider, ResolvedModel, resolve_llm
     from cyber_agent.llm.settings import PriceEntry, ProviderSettings
     from cyber_agent.llm.toolcall_json import parse_tool_arguments
-    from cyber_agent.llm.types import DeltaCallback, LLMCall, LLMResponse, ToolCall, Usage
+    from cyber_agent.llm.types import DeltaCallback, LLMCall, LLMResponse, RetryRecord, ToolCall, Usage
 
 __all__ = [
     "ANTHROPIC_DEFAULT_BASE_URL",
@@ -73,6 +73,7 @@ __all__ = [
     "Reply",
     "ResolvedModel",
     "RetryPolicy",
+    "RetryRecord",
     "ScriptedModel",
     "Sleep",
     "ToolCall",
@@ -106,7 +107,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "resolve": ("Provider", "ResolvedModel", "resolve_llm"),
     "settings": ("PriceEntry", "ProviderSettings"),
     "toolcall_json": ("parse_tool_arguments",),
-    "types": ("DeltaCallback", "LLMCall", "LLMResponse", "ToolCall", "Usage"),
+    "types": ("DeltaCallback", "LLMCall", "LLMResponse", "RetryRecord", "ToolCall", "Usage"),
 }
 """Module (under `cyber_agent.llm`) → the names it gives this package."""
 _ORIGIN = {name: module for module, names in _LAZY.items() for name in names}

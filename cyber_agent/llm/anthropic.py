@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from cyber_agent.errors import ConfigurationError, LLMProtocolError, LLMTransportError
+from cyber_agent.errors import ConfigurationError, LLMError, LLMProtocolError, LLMTransportError
 from cyber_agent.llm.anthropic_format import (
     STOP_REASONS,
     from_anthropic_content,
@@ -22,7 +22,7 @@ from cyber_agent.llm.http_retry import DEFAULT_TIMEOUT, ProviderHTTP, RetryPolic
 from cyber_agent.llm.pricing import ModelPrice, with_cost
 from cyber_agent.llm.provider_errors import Origin
 from cyber_agent.llm.toolcall_json import parse_tool_arguments
-from cyber_agent.llm.types import DeltaCallback, LLMResponse, normalise_finish_reason
+from cyber_agent.llm.types import DeltaCallback, LLMResponse, RetryRecord, normalise_finish_reason
 
 __all__ = ["ANTHROPIC_DEFAULT_BASE_URL", "ANTHROPIC_VERSION", "AnthropicModel"]
 
@@ -214,9 +214,16 @@ class AnthropicModel:
             raise ConfigurationError("model", "is empty; pass the model name to call, e.g. 'claude-sonnet-4-5'")
         streaming = self.stream if self.stream is not None else on_delta is not None
         body = self.build_body(messages, model, tools, temperature, stream=streaming)
-        if streaming:
-            async with self._http.stream_events("v1/messages", body) as events:
-                response = await _assemble(events, model, on_delta)
-        else:
-            response = _parse_message(await self._http.post_json("v1/messages", body), model)
+        retries: list[RetryRecord] = []
+        try:
+            if streaming:
+                async with self._http.stream_events("v1/messages", body, retries=retries) as events:
+                    response = await _assemble(events, model, on_delta)
+            else:
+                response = _parse_message(await self._http.post_json("v1/messages", body, retries=retries), model)
+        except LLMError as exc:
+            exc.retries = exc.retries or tuple(retries)  # a stream that broke after retried attempts
+            raise
+        if retries:
+            response = response.model_copy(update={"retries": retries})
         return with_cost(response, model, self._prices)

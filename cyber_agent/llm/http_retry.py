@@ -18,9 +18,10 @@ from typing import Any
 
 import httpx
 
-from cyber_agent.errors import ConfigurationError, LLMHTTPError, LLMProtocolError, LLMTransportError
+from cyber_agent.errors import ConfigurationError, LLMError, LLMHTTPError, LLMProtocolError, LLMTransportError
 from cyber_agent.llm.provider_errors import Origin, exhausted_text, status_hint, transport_text
 from cyber_agent.llm.settings import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, DEFAULT_RETRIES
+from cyber_agent.llm.types import RetryRecord
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -177,11 +178,12 @@ class ProviderHTTP:
             text = text.replace(secret, "[redacted]")
         return text
 
-    async def post_json(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        """POST `body` and return the decoded JSON object of a 2xx answer."""
+    async def post_json(self, path: str, body: Mapping[str, Any], *, retries: list[RetryRecord] | None = None,
+                        ) -> dict[str, Any]:
+        """POST `body` and return the decoded JSON object of a 2xx answer; retried attempts go to `retries`."""
         url = self.url(path)
         async with self._client_scope() as client:
-            response = await self._send(client, url, body, stream=False)
+            response = await self._send(client, url, body, stream=False, log=retries)
         try:
             value = response.json()
         except (ValueError, RecursionError) as exc:
@@ -194,11 +196,12 @@ class ProviderHTTP:
         return value
 
     @asynccontextmanager
-    async def stream_events(self, path: str, body: Mapping[str, Any]) -> AsyncIterator[AsyncIterator[ServerSentEvent]]:
+    async def stream_events(self, path: str, body: Mapping[str, Any], *, retries: list[RetryRecord] | None = None,
+                            ) -> AsyncIterator[AsyncIterator[ServerSentEvent]]:
         """POST `body` and yield its server-sent events; the response closes when the block exits."""
         url = self.url(path)
         async with self._client_scope() as client:
-            response = await self._send(client, url, body, stream=True)
+            response = await self._send(client, url, body, stream=True, log=retries)
             try:
                 yield self._events(response, url)
             finally:
@@ -227,11 +230,23 @@ class ProviderHTTP:
             yield client
 
     async def _send(
-        self, client: httpx.AsyncClient, url: str, body: Mapping[str, Any], *, stream: bool
+        self, client: httpx.AsyncClient, url: str, body: Mapping[str, Any], *, stream: bool,
+        log: list[RetryRecord] | None = None,
+    ) -> httpx.Response:
+        log = [] if log is None else log
+        try:
+            return await self._attempts(client, url, body, stream=stream, log=log)
+        except LLMError as exc:
+            exc.retries = tuple(log)  # the caller records them even though the call failed
+            raise
+
+    async def _attempts(
+        self, client: httpx.AsyncClient, url: str, body: Mapping[str, Any], *, stream: bool, log: list[RetryRecord],
     ) -> httpx.Response:
         safe_url = self.redact(url)
         attempts = self.retry.max_retries + 1
         for attempt in range(attempts):
+            hinted = False
             request = client.build_request("POST", url, json=body, headers=self._headers, timeout=self._timeout)
             try:
                 response = await client.send(request, stream=stream)
@@ -242,6 +257,7 @@ class ProviderHTTP:
                         detail=self.redact(str(exc)) or "no detail",
                     )) from exc
                 delay = self.retry.backoff(attempt, self._rand())
+                status, failure = None, type(exc).__name__
             else:
                 if response.is_success:
                     return response
@@ -261,6 +277,9 @@ class ProviderHTTP:
                 if hint is None:
                     delay = self.retry.backoff(attempt, self._rand())
                 else:
-                    delay = min(hint, self.retry.max_retry_after)
+                    delay, hinted = min(hint, self.retry.max_retry_after), True
+                failure = f"HTTP {status}"
+            log.append(RetryRecord(attempt=attempt + 1, status=status, error=failure, wait_s=round(delay, 3),
+                                   retry_after=hinted))
             await self._sleep(delay)
         raise AssertionError("unreachable: the retry loop returns or raises")  # pragma: no cover

@@ -10,12 +10,12 @@ from typing import Any
 
 import httpx
 
-from cyber_agent.errors import ConfigurationError, LLMProtocolError
+from cyber_agent.errors import ConfigurationError, LLMError, LLMProtocolError
 from cyber_agent.llm.http_retry import DEFAULT_TIMEOUT, ProviderHTTP, RetryPolicy, ServerSentEvent, Sleep
 from cyber_agent.llm.pricing import ModelPrice, with_cost
 from cyber_agent.llm.provider_errors import Origin
 from cyber_agent.llm.toolcall_json import parse_tool_arguments
-from cyber_agent.llm.types import DeltaCallback, LLMResponse, ToolCall, Usage, normalise_finish_reason
+from cyber_agent.llm.types import DeltaCallback, LLMResponse, RetryRecord, ToolCall, Usage, normalise_finish_reason
 
 __all__ = ["OPENAI_DEFAULT_BASE_URL", "OpenAICompatModel", "estimated_usage", "parse_chat_completion", "parse_openai_usage"]
 
@@ -274,11 +274,19 @@ class OpenAICompatModel:
             raise ConfigurationError("model", "is empty; pass the model name to call, e.g. 'gpt-4o-mini'")
         streaming = self.stream if self.stream is not None else on_delta is not None
         body = self.build_body(messages, model, tools, temperature, stream=streaming)
-        if streaming:
-            async with self._http.stream_events("chat/completions", body) as events:
-                response = await _assemble(events, model, on_delta)
-        else:
-            response = parse_chat_completion(await self._http.post_json("chat/completions", body), model)
+        retries: list[RetryRecord] = []
+        try:
+            if streaming:
+                async with self._http.stream_events("chat/completions", body, retries=retries) as events:
+                    response = await _assemble(events, model, on_delta)
+            else:
+                response = parse_chat_completion(await self._http.post_json("chat/completions", body, retries=retries),
+                                                 model)
+        except LLMError as exc:
+            exc.retries = exc.retries or tuple(retries)  # a stream that broke after retried attempts
+            raise
         if not response.usage.reported:
             response = response.model_copy(update={"usage": estimated_usage(messages, response)})
+        if retries:
+            response = response.model_copy(update={"retries": retries})
         return with_cost(response, model, self._prices)

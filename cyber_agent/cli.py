@@ -33,7 +33,7 @@ def _store(url: str | None):  # noqa: ANN202 - returns a TraceStore
 
 async def _run(
     task: str, model: str, mode: str, store_path: str, workspace: str | None, max_iterations: int,
-    anchor: dict | None = None,
+    anchor: dict | None = None, provider: dict | None = None, dialect: str | None = None,
 ) -> int:
     from cyber_agent.core.config import RunConfig
     from cyber_agent.core.runner import AgentRunner
@@ -41,8 +41,11 @@ async def _run(
 
     store = _store(store_path)
     runner = AgentRunner(trace_store=store, workspace=workspace)
-    config = RunConfig(model=model, max_iterations=max_iterations, workspace=workspace, agent_mode=mode,  # type: ignore[arg-type]
-                       root_task_anchor=anchor if mode == "recursive" else None)
+    fields = {"model": model, "max_iterations": max_iterations, "workspace": workspace, "agent_mode": mode,
+              "root_task_anchor": anchor if mode == "recursive" else None, "provider": provider or {}}
+    if dialect is not None:  # only when given: unset, CYBER_AGENT_DIALECT decides
+        fields["tool_dialect"] = dialect
+    config = RunConfig.model_validate(fields)
     result = await runner.run_result([{"role": "user", "content": task}], config)
     trace = result.trace
     print(await render_trace_tree(store, trace.trace_id))
@@ -87,6 +90,26 @@ async def _show(trace_id: str, store_path: str) -> int:
     totals = await _tree_totals(store, trace_id)
     print(f"totals: {totals['traces']} traces, {totals['messages']} messages, {totals['tokens']} tokens, ${totals['cost']:.4f}")
     return 0
+
+
+def _add_provider_flags(run: argparse.ArgumentParser) -> None:
+    # Unset flags stay out of RunConfig.provider, so CYBER_AGENT_* variables and the defaults apply.
+    group = run.add_argument_group("provider", "model-call settings (docs/llm.md, settings table)")
+    group.add_argument("--timeout", type=float, default=None, metavar="S",
+                       help="seconds per read of the provider's answer (CYBER_AGENT_TIMEOUT; default 120)")
+    group.add_argument("--retries", type=int, default=None, metavar="N",
+                       help="retries after the first attempt (CYBER_AGENT_RETRIES; default 2)")
+    group.add_argument("--max-tokens", type=int, default=None, metavar="N",
+                       help="output-token cap per call (CYBER_AGENT_MAX_TOKENS; default: the provider's)")
+    group.add_argument("--dialect", choices=["auto", "native", "xml", "pformat"], default=None,
+                       help="how tool calls travel (CYBER_AGENT_DIALECT; default auto)")
+    group.add_argument("--stream", action=argparse.BooleanOptionalAction, default=None,
+                       help="always (--stream) or never (--no-stream) stream answers (CYBER_AGENT_STREAM)")
+
+
+def _provider_flags(args: argparse.Namespace) -> dict:
+    names = {"timeout": "timeout", "retries": "retries", "max_tokens": "max_tokens", "stream": "stream"}
+    return {field: getattr(args, flag) for flag, field in names.items() if getattr(args, flag) is not None}
 
 
 def _add_server_commands(sub: argparse._SubParsersAction) -> None:
@@ -148,6 +171,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--max-iterations", type=int, default=30)
     run.add_argument("--criterion", action="append", default=[], help="recursive: a completion criterion (repeat)")
     run.add_argument("--constraint", action="append", default=[], help="recursive: a hard constraint (repeat)")
+    _add_provider_flags(run)
     show = sub.add_parser("show", help="print a trace tree with totals")
     show.add_argument("trace_id")
     demo = sub.add_parser("demo", help="run the offline demo (no network)")
@@ -168,13 +192,22 @@ def main(argv: list[str] | None = None) -> int:
                           file=sys.stderr)
                     return 2
                 anchor = {"objective": args.task, "completion_criteria": args.criterion, "constraints": args.constraint}
-            return asyncio.run(_run(args.task, args.model, args.mode, args.store, args.workspace, args.max_iterations, anchor))
+            return asyncio.run(_run(args.task, args.model, args.mode, args.store, args.workspace, args.max_iterations, anchor,
+                                    provider=_provider_flags(args), dialect=args.dialect))
         if args.command == "show":
             return asyncio.run(_show(args.trace_id, args.store))
         workspace = str(Path(__file__).resolve().parent.parent) if Path("data/sales.csv").exists() is False else None
         return asyncio.run(_run(DEMO_TASK, "demo", args.mode, args.store, workspace, 30, DEMO_ANCHOR))
     except CyberAgentError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:  # a RunConfig field out of range (e.g. --timeout 0) is a pydantic ValidationError
+        from pydantic import ValidationError
+
+        if not isinstance(exc, ValidationError):
+            raise
+        problems = "; ".join(str(error["msg"]).removeprefix("Value error, ") for error in exc.errors())
+        print(f"error: {problems}", file=sys.stderr)
         return 2
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from cyber_agent.errors import ConfigurationError
+from cyber_agent.llm.settings import ProviderSettings
 from cyber_agent.llm.types import LLMCall
 
 __all__ = ["Provider", "ResolvedModel", "resolve_llm"]
@@ -48,11 +49,16 @@ def _build(factory: Callable[..., LLMCall], options: dict[str, Any], spec: str) 
     return factory(**options)
 
 
-def resolve_llm(spec: str, *, record_to: str | Path | None = None, **options: Any) -> ResolvedModel:
+def resolve_llm(
+    spec: str, *, settings: ProviderSettings | None = None, record_to: str | Path | None = None, **options: Any,
+) -> ResolvedModel:
     """Build the model a spec names, failing with ConfigurationError before any call is made.
 
-    `options` go to the provider's constructor (api_key, base_url, timeout, retry, transport,
-    env, ...). `record_to` wraps the result in a RecordingLLM writing to that path.
+    `settings` (timeouts, retries, stream, max_tokens, headers, prices; fields left unset come
+    from the `CYBER_AGENT_*` variables) configure the HTTP providers and are ignored by
+    `replay:` and `demo`; `options` go to the provider's
+    constructor (api_key, base_url, timeout, retry, transport, env, ...) and win over
+    `settings`. `record_to` wraps the result in a RecordingLLM writing to that path.
     """
     prefix, _, rest = spec.strip().partition(":")
     prefix = prefix.strip().lower()
@@ -64,6 +70,9 @@ def resolve_llm(spec: str, *, record_to: str | Path | None = None, **options: An
     if prefix in ("openai", "anthropic"):
         if not rest:
             raise ConfigurationError("model", f"{spec!r} names no model; write e.g. '{prefix}:MODEL_NAME'")
+        # Without settings the CYBER_AGENT_* variables still apply (of `env=` when given).
+        effective = (settings or ProviderSettings()).resolved(options.get("env"))
+        options = {**effective.provider_options(), **options}
         if prefix == "openai":
             from cyber_agent.llm.openai_compat import OpenAICompatModel
 

@@ -246,7 +246,11 @@ class Message(BaseModel):
                 out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
             return out
         if self.role == "tool":
-            return {"role": "tool", "tool_call_id": self.tool_call_id or "", "content": self.text}
+            out = {"role": "tool", "tool_call_id": self.tool_call_id or "", "content": self.text}
+            if self.metadata.get("is_error"):
+                # Anthropic sends it on the wire (`tool_result.is_error`); the OpenAI client drops the key.
+                out["is_error"] = True
+            return out
         return {"role": self.role, "content": self.text}
 
 

@@ -76,12 +76,13 @@ def bounded_json(value: Any, limit: int) -> str:
     """Return `value` as JSON text of at most `limit` characters that still parses.
 
     Strings are cut first (each to a shrinking cap, marked `…[truncated N chars]`); if that is not
-    enough and `value` is a list, its oldest items go (the latest messages matter most); as the
-    last resort a JSON string says how long the value was.
+    enough and `value` is a list, its oldest items go (the latest messages matter most). As the
+    last resort the value's type is kept empty (`[]`, `{}`), or a string says how long it was.
     """
     text = _dumps(value)
     if len(text) <= limit:
         return text
+    total = len(text)
     cap = limit
     while cap >= _MIN_STRING:
         clipped = _clip_strings(value, cap)
@@ -96,8 +97,11 @@ def bounded_json(value: Any, limit: int) -> str:
             text = _dumps(items)
             if len(text) <= limit:
                 return text
-    fallback = _dumps(f"[truncated: {len(_dumps(value))} chars of JSON]")
-    return fallback if len(fallback) <= limit else "null"
+        return "[]"  # keeps the attribute's type: a reader expecting a list of messages still gets one
+    if isinstance(value, dict):
+        return "{}"
+    fallback = _dumps(f"[truncated: {total} chars of JSON]")
+    return fallback if len(fallback) <= limit else '""'
 
 
 def _parts(message: Message) -> list[dict[str, Any]]:

@@ -221,7 +221,7 @@ def trace_spans(
 def _chat_span(message: Message, model: str, provider: str, root_id: str, by_sequence: Mapping[int, Message],
                content: ContentPolicy, kind: SpanKind, context: SpanContext, parent: SpanContext, start: int,
                end: int, settings: SpanSettings) -> ReadableSpan:
-    response_model = str(message.metadata.get("model") or model)
+    _, response_model = provider_and_model(str(message.metadata.get("model") or model))
     attributes: Attributes = {
         GEN_AI_OPERATION_NAME: "chat", GEN_AI_PROVIDER_NAME: provider, GEN_AI_REQUEST_MODEL: model,
         GEN_AI_RESPONSE_MODEL: response_model, GEN_AI_CONVERSATION_ID: root_id,

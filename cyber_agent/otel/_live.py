@@ -37,6 +37,12 @@ EXPORT_BATCH = 512
 """Spans per `export` call (a large trace is sent in several)."""
 
 
+def _fingerprint(span: ReadableSpan) -> int:
+    attributes = sorted((key, repr(value)) for key, value in (span.attributes or {}).items())
+    events = [(e.name, e.timestamp, sorted((k, repr(v)) for k, v in (e.attributes or {}).items())) for e in span.events]
+    return hash((span.end_time, span.status.status_code, repr(attributes), repr(events), len(span.links)))
+
+
 class OtelObserver:
     """Export each trace's spans when its run ends; never fails or delays the run."""
 
@@ -57,7 +63,7 @@ class OtelObserver:
         self._queue: queue.Queue[list[ReadableSpan] | None] = queue.Queue()
         self._idle = threading.Condition()
         self._pending = 0
-        self._sent: set[int] = set()
+        self._sent: dict[int, int] = {}
         self._thread: threading.Thread | None = None
         self._closed = False
         self.exported_spans = 0
@@ -68,7 +74,7 @@ class OtelObserver:
         """Export calls that failed or raised."""
 
     async def after_turn(self, snapshot: TurnSnapshot) -> None:
-        """Queue the spans of the trace whose run just ended (its agent span and its new chat / tool spans)."""
+        """Queue the new spans of the trace whose run just ended, and its children's changed agent spans."""
         try:
             spans = await self._spans_of(snapshot.trace_id)
         except Exception as exc:  # noqa: BLE001 - an exporter never fails a run
@@ -94,10 +100,24 @@ class OtelObserver:
             parent_span=parent_span_of(trace, links),
             revisions=links.revised_by.get(trace_id, []) if links is not None else [], settings=self._settings,
         )
-        # The agent span goes again on every run end (its end and totals move); the others once.
-        new = [span for span in spans[1:] if span.context is not None and span.context.span_id not in self._sent]
-        self._sent.update(span.context.span_id for span in new if span.context is not None)
-        return spans[:1] + new
+        # A child's record keeps changing after its own run ended (its validation, this parent's
+        # reviews and revisions), so a parent's run end sends its children's agent spans again.
+        own = child_links(events)
+        for child in await store.list_traces(parent_trace_id=trace_id, limit=None):
+            view = TraceView(trace=child, events=await store.get_events(child.trace_id))
+            spans += trace_spans(view, parent_span=parent_span_of(child, own),
+                                 revisions=own.revised_by.get(child.trace_id, []), settings=self._settings)
+        return [span for span in spans if self._is_new(span)]
+
+    def _is_new(self, span: ReadableSpan) -> bool:
+        """True when this version of the span was not sent yet (agent spans change; chat / tool spans never)."""
+        if span.context is None:
+            return False
+        version = _fingerprint(span)
+        if self._sent.get(span.context.span_id) == version:
+            return False
+        self._sent[span.context.span_id] = version
+        return True
 
     def _enqueue(self, batch: list[ReadableSpan]) -> None:
         with self._idle:

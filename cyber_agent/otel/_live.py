@@ -74,7 +74,12 @@ class OtelObserver:
         """Export calls that failed or raised."""
 
     async def after_turn(self, snapshot: TurnSnapshot) -> None:
-        """Queue the new spans of the trace whose run just ended, and its children's changed agent spans."""
+        """Queue the new spans of the trace whose run just ended and its children's agent spans.
+
+        A root's and a validator's agent span go at their own run end; another child's at its
+        parent's run end, when its protocol record is final. A span id is sent again only when
+        the span changed (a continued trace).
+        """
         try:
             spans = await self._spans_of(snapshot.trace_id)
         except Exception as exc:  # noqa: BLE001 - an exporter never fails a run
@@ -100,10 +105,15 @@ class OtelObserver:
             parent_span=parent_span_of(trace, links),
             revisions=links.revised_by.get(trace_id, []) if links is not None else [], settings=self._settings,
         )
-        # A child's record keeps changing after its own run ended (its validation, this parent's
-        # reviews and revisions), so a parent's run end sends its children's agent spans again.
+        if not (trace.is_root or trace.is_validator):
+            # A child's record keeps changing after its own run ended (its validator's verdict, this
+            # parent's review, a revision): its agent span waits for the parent's run end below.
+            # Backends such as Phoenix keep the first version of a span id they receive.
+            spans = spans[1:]
         own = child_links(events)
         for child in await store.list_traces(parent_trace_id=trace_id, limit=None):
+            if child.is_validator:
+                continue  # final when its own run ended, and sent then
             view = TraceView(trace=child, events=await store.get_events(child.trace_id))
             spans += trace_spans(view, parent_span=parent_span_of(child, own),
                                  revisions=own.revised_by.get(child.trace_id, []), settings=self._settings)

@@ -52,8 +52,8 @@ async def test_live_export_ends_with_what_the_after_the_fact_export_builds():
     expected = {span.context.span_id: span for span in await tree_spans(store, root)}
     assert set(sent) == set(expected)
     assert [i for i in expected if not same(sent[i], expected[i])] == []
-    chats = [s for s in exporter.get_finished_spans() if s.name.startswith(("chat", "execute_tool"))]
-    assert len(chats) == len({s.context.span_id for s in chats}), "chat and tool spans are sent once"
+    ids = [s.context.span_id for s in exporter.get_finished_spans()]
+    assert len(ids) == len(set(ids)), "each span is sent once, in its final form (Phoenix keeps the first)"
     assert observer.dropped_spans == 0 and observer.exported_spans == len(exporter.get_finished_spans())
     await no_hook_failures(store)
 

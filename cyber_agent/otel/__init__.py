@@ -22,8 +22,8 @@ from cyber_agent.otel._live import OtelObserver
 from cyber_agent.otel._spans import TraceView, trace_spans
 
 __all__ = [
-    "DEFAULT_MAX_CONTENT_CHARS",
     "ContentPolicy",
+    "DEFAULT_MAX_CONTENT_CHARS",
     "OtelExport",
     "OtelObserver",
     "TraceView",

@@ -111,10 +111,11 @@ class OtelObserver:
             # Backends such as Phoenix keep the first version of a span id they receive.
             spans = spans[1:]
         own = child_links(events)
-        for child in await store.list_traces(parent_trace_id=trace_id, limit=None):
-            if child.is_validator:
-                continue  # final when its own run ended, and sent then
-            view = TraceView(trace=child, events=await store.get_events(child.trace_id))
+        for child_id in own.children:  # validators are not among them: sent at their own run end
+            child = await store.get_trace(child_id)
+            if child is None or child.is_validator:
+                continue
+            view = TraceView(trace=child, events=await store.get_events(child_id))
             spans += trace_spans(view, parent_span=parent_span_of(child, own),
                                  revisions=own.revised_by.get(child.trace_id, []), settings=self._settings)
         return [span for span in spans if self._is_new(span)]

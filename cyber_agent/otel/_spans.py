@@ -91,6 +91,8 @@ class ChildLinks:
     """Child trace id → span id of the `execute_tool` span whose call created it."""
     revised_by: dict[str, list[tuple[int, datetime]]] = field(default_factory=dict)
     """Child trace id → (span id of the call that sent it back, when) per revision."""
+    children: list[str] = field(default_factory=list)
+    """Every child the events announce (validators excepted: the runner starts them without an event)."""
 
 
 def child_links(events: Sequence[TraceEvent]) -> ChildLinks:
@@ -102,8 +104,12 @@ def child_links(events: Sequence[TraceEvent]) -> ChildLinks:
         if event.type == "progress" and payload.get("stage") == "tool_call_started":
             assistant, call = payload.get("assistant_id"), payload.get("tool_call_id")
             current = tool_span_id(str(assistant), str(call)) if assistant and call else None
-        elif event.type == "sub_trace_started" and current is not None:
+        elif event.type == "sub_trace_started":
             child = str(payload.get("trace_id"))
+            if child not in links.children:
+                links.children.append(child)
+            if current is None:
+                continue
             if payload.get("revision") and child in links.started_by:
                 links.revised_by.setdefault(child, []).append((current, event.created_at))
             else:

@@ -1,5 +1,5 @@
-"""The `cyber-agent` command line: run, show, demo, serve, extractions, and the store commands
-(copy, export, import, stop: `cyber_agent/cli_store.py`)."""
+"""The `cyber-agent` command line: run, show, demo, serve, extractions, export-otel, and the store
+commands (copy, export, import, stop: `cyber_agent/cli_store.py`)."""
 
 from __future__ import annotations
 
@@ -123,6 +123,12 @@ def _add_server_commands(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--experiences", default=".cache/experiences.md", help="experiences file (approved lessons)")
     serve.add_argument("--allow-origin", action="append", default=None,
                        help="front-end origin allowed by CORS and WebSocket checks (repeat; default :3000 on localhost)")
+    otel = sub.add_parser("export-otel", help="send a stored tree to an OTLP/HTTP collector (the otel extra)")
+    otel.add_argument("root_id", help="root trace id of the tree")
+    otel.add_argument("--endpoint", required=True, help="collector URL, e.g. http://127.0.0.1:4318 (/v1/traces is added)")
+    otel.add_argument("--store", default=argparse.SUPPRESS, help="store URL (default: $CYBER_AGENT_STORE, else file:.trace)")
+    otel.add_argument("--capture-content", action="store_true", help="also send prompts, answers and tool I/O")
+    otel.add_argument("--timeout", type=float, default=10.0, help="seconds the collector may take (default 10)")
     extractions = sub.add_parser("extractions", help="review lessons extracted by reflections")
     extractions.add_argument("action", choices=["list", "approve", "reject"])
     extractions.add_argument("extraction_id", nargs="?")
@@ -131,7 +137,19 @@ def _add_server_commands(sub: argparse._SubParsersAction) -> None:
     extractions.add_argument("--note", default="", help="reviewer note")
 
 
+def _export_otel(args: argparse.Namespace) -> int:
+    try:
+        from cyber_agent.otel._command import export_command
+    except ImportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return export_command(_store(args.store), args.root_id, args.endpoint, capture_content=args.capture_content,
+                          timeout=args.timeout)
+
+
 def _server_command(args: argparse.Namespace) -> int:
+    if args.command == "export-otel":
+        return _export_otel(args)
     if args.command == "serve":
         from cyber_agent.server.serve import ServeSettings, parse_origins, serve
 
@@ -180,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     add_store_commands(sub)
     args = parser.parse_args(argv)
     try:
-        if args.command in ("serve", "extractions"):
+        if args.command in ("serve", "extractions", "export-otel"):
             return _server_command(args)
         if args.command in STORE_COMMANDS:
             return asyncio.run(store_command(args))

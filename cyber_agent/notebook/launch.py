@@ -215,10 +215,24 @@ class RunHandle(RichDisplay):
             self.poll_errors.append(f"progress view: {exc}")
 
     # ---- display ------------------------------------------------------------------------
-    def _answer(self) -> str | None:
+    def _result(self) -> RunResult | None:
         if not self._future.done() or self._future.cancelled() or self._future.exception() is not None:
             return None
-        return self._future.result().answer
+        return self._future.result()
+
+    def _outcome(self) -> list[tuple[str, str]]:
+        """(label, text) lines of the end of the run: the answer, or why it did not complete and the refusal behind it."""
+        result = self._result()
+        if result is None:
+            if self.done and not self._future.cancelled() and self._future.exception() is not None:
+                return [("error", str(self._future.exception()))]
+            return []
+        if result.status == "completed":
+            return [("answer", result.answer or "")]
+        lines = [("reason", result.reason or "")]
+        if result.refusal:
+            lines.append(("refusal", result.refusal))
+        return lines
 
     def __repr__(self) -> str:
         p = self._snapshot
@@ -226,21 +240,16 @@ class RunHandle(RichDisplay):
                 f"llm_calls={p.llm_calls}, tokens={p.tokens})")
 
     def to_text(self) -> str:
-        """Trace id, progress line and (when done) the answer."""
+        """Trace id, progress line and (when done) the answer, or the stop reason and the refusal behind it."""
         lines = [f"RunHandle {self.trace_id or '(starting)'} on {type(self.store).__name__}", "  " + self._snapshot.to_text()]
-        answer = self._answer()
-        if answer is not None:
-            lines.append("  answer: " + answer.replace("\n", "\n          "))
-        elif self.done and self._future.exception() is not None:
-            lines.append(f"  error: {self._future.exception()}")
+        for label, text in self._outcome():
+            pad = " " * (len(label) + 4)
+            lines.append(f"  {label}: " + text.replace("\n", "\n" + pad))
         return "\n".join(lines)
 
     def to_html(self) -> str:
-        """The progress table, plus the answer when done."""
-        rows = [["trace", self.trace_id or "(starting)"], ["store", type(self.store).__name__]]
-        answer = self._answer()
-        if answer is not None:
-            rows.append(["answer", answer])
+        """The progress table, plus the answer, or the stop reason and the refusal, when done."""
+        rows = [["trace", self.trace_id or "(starting)"], ["store", type(self.store).__name__], *self._outcome()]
         return self._snapshot.to_html() + html_table(rows)
 
 

@@ -29,6 +29,7 @@ _FINAL = frozenset({"completed", "failed", "stopped"})
 class _Agent:
     trace_id: str
     label: str
+    is_validator: bool = False
     depth: int = 0
     status: str = "running"
     seen: int = 0
@@ -47,9 +48,9 @@ class ProgressSnapshot(RichDisplay):
     status: str
     """Root status: starting, running, completed, failed, stopped."""
     agents: int
-    """Traces of the tree seen so far (root included)."""
+    """Agents seen so far: the root and its sub-agents, not validators (`budgets.AGENTS_DEFINITION`)."""
     running: int
-    """Of those, still running."""
+    """Traces still running, agents and validators."""
     depth: int
     """Deepest agent seen (root = 0)."""
     llm_calls: int
@@ -62,6 +63,8 @@ class ProgressSnapshot(RichDisplay):
     """Seconds since launch."""
     current: tuple[str, ...] = ()
     """`agent: tool` for each tool call in flight."""
+    validators: int = 0
+    """Validator traces seen so far (they judge reports; A10 does not count them as agents)."""
 
     def __repr__(self) -> str:
         return f"ProgressSnapshot(status={self.status!r}, agents={self.agents}, llm_calls={self.llm_calls}, tokens={self.tokens})"
@@ -69,7 +72,9 @@ class ProgressSnapshot(RichDisplay):
     def to_text(self) -> str:
         """One line: status, agents, calls, tokens, cost, time, tools in flight."""
         text = (
-            f"[{self.status}] {self.agents} agent{'s' if self.agents != 1 else ''} ({self.running} running, depth {self.depth})"
+            f"[{self.status}] {self.agents} agent{'s' if self.agents != 1 else ''}"
+            + (f" + {self.validators} validator{'s' if self.validators != 1 else ''}" if self.validators else "")
+            + f" ({self.running} running, depth {self.depth})"
             f" · {self.llm_calls} LLM calls · {self.tokens:,} tokens · ${self.cost:.4f} · {self.elapsed:.1f} s"
         )
         return text + (f" · now: {', '.join(self.current)}" if self.current else "")
@@ -105,7 +110,8 @@ class ProgressTracker:
                 label = f"{suffix[0]} {int(suffix[-1])}" if suffix[-1].isdigit() else label
             depth = trace.lineage.depth
             agent = self.agents[trace.trace_id] = _Agent(
-                trace_id=trace.trace_id, label=label, depth=depth if isinstance(depth, int) else trace.trace_id.count("@"),
+                trace_id=trace.trace_id, label=label, is_validator=trace.is_validator,
+                depth=depth if isinstance(depth, int) else trace.trace_id.count("@"),
             )
         agent.status = trace.status
         if trace.trace_id == self.root_trace_id:
@@ -147,7 +153,8 @@ class ProgressTracker:
             f"{a.label}: {name}" for a in agents if a.status not in _FINAL for name in dict.fromkeys(a.pending.values())
         )
         return ProgressSnapshot(
-            trace_id=self.root_trace_id, status=self.status, agents=len(agents),
+            trace_id=self.root_trace_id, status=self.status, agents=sum(1 for a in agents if not a.is_validator),
+            validators=sum(1 for a in agents if a.is_validator),
             running=sum(1 for a in agents if a.status not in _FINAL), depth=max((a.depth for a in agents), default=0),
             llm_calls=sum(a.calls for a in agents), tokens=sum(a.tokens for a in agents),
             cost=sum(a.cost for a in agents), elapsed=time.monotonic() - self._started, current=current[:4],

@@ -23,6 +23,8 @@ from cyber_agent.notebook.bridge import in_notebook
 
 __all__ = ["RichDisplay", "enable_figure_display", "html_table"]
 
+_CELL = "text-align:left;padding:2px 10px"
+
 # The mime types a matplotlib backend registers a Figure formatter for (IPython's select_figure_formats).
 _FIGURE_MIME_TYPES = ("image/png", "image/svg+xml", "image/jpeg", "application/pdf")
 
@@ -52,14 +54,14 @@ class RichDisplay:
 
 
 def html_table(rows: Iterable[Sequence[object]], header: Sequence[str] | None = None, *, caption: str | None = None) -> str:
-    """Return a small escaped HTML table."""
+    """Return a small escaped HTML table (cells padded, so columns never run together)."""
     parts = ['<table class="cyber-agent">']
     if caption:
         parts.append(f'<caption style="text-align:left">{html.escape(caption)}</caption>')
     if header:
-        parts.append("<tr>" + "".join(f"<th style=\"text-align:left\">{html.escape(str(h))}</th>" for h in header) + "</tr>")
+        parts.append("<tr>" + "".join(f"<th style=\"{_CELL}\">{html.escape(str(h))}</th>" for h in header) + "</tr>")
     for row in rows:
-        parts.append("<tr>" + "".join(f"<td style=\"text-align:left\">{html.escape(str(c))}</td>" for c in row) + "</tr>")
+        parts.append("<tr>" + "".join(f"<td style=\"{_CELL}\">{html.escape(str(c))}</td>" for c in row) + "</tr>")
     parts.append("</table>")
     return "".join(parts)
 

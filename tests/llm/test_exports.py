@@ -21,7 +21,7 @@ NOT_REEXPORTED = {
     "replay": {"FORMAT_VERSION", "canonical_request"},
     "pricing": {"with_cost"},
     "pytest_plugin": {"ScriptedModelFactory", "scripted_model"},
-    "demo_recursive": {"FIRST_READ_LINES", "recursive_step"},
+    "demo_recursive": {"FIRST_READ_LINES", "RECURSIVE_HELP", "recursive_step"},
 }
 
 

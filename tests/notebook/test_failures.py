@@ -46,7 +46,7 @@ def test_the_handle_shows_reason_and_refusal(refused_run):
     assert "  reason: max_iterations (3) reached without a final answer" in text
     assert "  refusal: " + QUOTA in text
     html = handle.to_html()
-    assert "<td style=\"text-align:left\">refusal</td>" in html and "child quota: this agent" in html
+    assert "<td style=\"text-align:left;padding:2px 10px\">refusal</td>" in html and "child quota: this agent" in html
 
 
 def test_budget_frame_has_the_child_quota_row_and_the_refusal(refused_run):
@@ -99,7 +99,7 @@ def test_agents_mean_the_same_in_progress_budget_and_usage_over_time(tmp_path):
     traces = to_frames(tmp_path, handle.trace_id).traces
     agents, validators = int((~traces["is_validator"]).sum()), int(traces["is_validator"].sum())
     assert validators > 0 and agents > 1
-    assert handle.progress.agents == agents and handle.progress.validators == validators
+    assert handle.snapshot.agents == agents and handle.snapshot.validators == validators
     assert budget_frame(tmp_path, handle.trace_id).loc["agents", "used"] == agents
     assert usage_over_time(tmp_path, handle.trace_id)["agents"].iloc[-1] == agents
-    assert f"{agents} agents + {validators} validators" in handle.progress.to_text()
+    assert f"{agents} agents + {validators} validators" in handle.snapshot.to_text()

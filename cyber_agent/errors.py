@@ -15,7 +15,8 @@
     ├── GoalError                   an invalid goal-tree operation (the model sees it)
     ├── ToolError                   a tool call that cannot run (the model sees it)
     │   ├── UnknownToolError
-    │   └── ToolArgumentError
+    │   ├── ToolArgumentError
+    │   └── ToolRefusedError        a limit of the run refused the call (child quota, tree budget, depth)
     ├── LLMError                    a provider call failed
     │   ├── LLMHTTPError            non-retryable HTTP status (4xx)
     │   ├── LLMTransportError       network failure after retries
@@ -55,6 +56,7 @@ __all__ = [
     "StoreError",
     "ToolArgumentError",
     "ToolError",
+    "ToolRefusedError",
     "TraceLockedError",
     "TraceNotFoundError",
     "UnknownToolError",
@@ -158,6 +160,15 @@ class UnknownToolError(ToolError):
         self.available = available
         shown = ", ".join(sorted(available)) or "none"
         super().__init__(f"tool {name!r} is not available to this agent; available tools: {shown}")
+
+
+class ToolRefusedError(ToolError):
+    """A limit of the run refused the call; the tool message records `refused=<limit>` in its metadata."""
+
+    def __init__(self, limit: str, message: str) -> None:
+        self.limit = limit
+        """Which limit refused: an A10 resource (`agents`, ...), `children` (the child quota) or `depth`."""
+        super().__init__(message)
 
 
 class ToolArgumentError(ToolError):

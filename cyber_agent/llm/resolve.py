@@ -19,7 +19,8 @@ Provider = Literal["openai", "anthropic", "replay", "demo"]
 """The spec prefixes `resolve_llm` understands."""
 
 _PROVIDERS: tuple[str, ...] = get_args(Provider)
-_FORMS = {"openai": "openai:MODEL", "anthropic": "anthropic:MODEL", "replay": "replay:PATH", "demo": "demo"}
+_FORMS = {"openai": "openai:MODEL", "anthropic": "anthropic:MODEL", "replay": "replay:PATH",
+          "demo": "demo[:latency=SECONDS]"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,6 +48,19 @@ def _check_options(factory: Callable[..., object], options: dict[str, Any], spec
 def _build(factory: Callable[..., LLMCall], options: dict[str, Any], spec: str) -> LLMCall:
     _check_options(factory, options, spec)
     return factory(**options)
+
+
+def _demo_settings(rest: str, spec: str) -> tuple[dict[str, Any], str]:
+    """`demo:latency=0.2` -> ({"latency": "0.2"}, ""); `demo:NAME` -> ({}, NAME)."""
+    if "=" not in rest:
+        return {}, rest
+    settings: dict[str, Any] = {}
+    for part in rest.split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise ConfigurationError("model", f"{spec!r}: write demo options as key=value, e.g. 'demo:latency=0.2'")
+        settings[key.strip()] = value.strip()
+    return settings, ""
 
 
 def resolve_llm(
@@ -96,8 +110,9 @@ def resolve_llm(
             if exc.name != "cyber_agent.llm.demo":
                 raise  # the demo module exists but something it imports is missing
             raise ConfigurationError("model", "the 'demo' model is not installed in this build") from exc
-        llm_call = _build(demo_module.DemoModel, options, spec)
-        model = rest or "demo"
+        demo_options, name = _demo_settings(rest, spec)
+        llm_call = _build(demo_module.DemoModel, {**demo_options, **options}, spec)
+        model = name or "demo"
     if record_to is not None:
         from cyber_agent.llm.replay import RecordingLLM
 

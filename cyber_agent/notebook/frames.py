@@ -45,22 +45,22 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "validation_scope": S, "mode": S, "status": S, "task": S, "model": S, "name": S, "total_messages": I,
         "total_prompt_tokens": I, "total_completion_tokens": I, "total_cached_tokens": I, "total_tokens": I,
         "total_cost": F, "head_sequence": I, "current_goal_id": S, "result_summary": S, "error_message": S,
-        "created_at": TS, "updated_at": TS, "completed_at": TS, "duration_seconds": F, "context": O,
+        "refusal": S, "created_at": TS, "updated_at": TS, "completed_at": TS, "duration_seconds": F, "context": O,
         "protocol": O, "root_setup": O, "resource_usage": O,
     },
     "messages": {
         "trace_id": S, "message_id": S, "sequence": I, "role": S, "goal_id": S, "parent_sequence": NI, "branch": S,
         "on_main_path": B, "text": S, "n_tool_calls": I, "tool_call_names": S, "tool_call_id": S, "tool_name": S,
-        "is_error": NB, "description": S, "prompt_tokens": I, "completion_tokens": I, "cached_tokens": I,
+        "is_error": NB, "refused": S, "description": S, "prompt_tokens": I, "completion_tokens": I, "cached_tokens": I,
         "total_tokens": I, "cost": F, "duration_ms": F, "model": S, "created_at": TS,
     },
     "tool_calls": {
         "trace_id": S, "message_id": S, "sequence": I, "call_index": I, "call_id": S, "tool_name": S,
-        "arguments": O, "result_sequence": NI, "is_error": NB, "result_chars": NI, "duration_ms": F, "created_at": TS,
+        "arguments": O, "result_sequence": NI, "is_error": NB, "refused": S, "result_chars": NI, "duration_ms": F, "created_at": TS,
     },
     "goals": {
         "trace_id": S, "goal_id": S, "parent_goal_id": S, "depth": I, "position": I, "description": S, "reason": S,
-        "type": S, "status": S, "summary": S, "n_sub_traces": I, "sub_trace_ids": O, "self_messages": I,
+        "type": S, "status": S, "trace_status": S, "effective_status": S, "summary": S, "n_sub_traces": I, "sub_trace_ids": O, "self_messages": I,
         "self_tokens": I, "self_cost": F, "cumulative_messages": I, "cumulative_tokens": I, "cumulative_cost": F,
         "is_current": B, "created_at": TS, "completed_at": TS,
     },
@@ -229,7 +229,8 @@ def frames_from_records(
         tables = rows.message_and_call_rows(records)
     counts = tables.role_counts if with_messages else None
     return TraceFrames(
-        traces=_frame("traces", rows.trace_rows(records, index, list(SCHEMAS["traces"]))),
+        traces=_frame("traces", rows.trace_rows(records, index, list(SCHEMAS["traces"]),
+                                                tables.refusals if with_messages else None)),
         messages=_frame("messages", tables.messages),
         tool_calls=_frame("tool_calls", tables.tool_calls),
         goals=_frame("goals", rows.goal_rows(records, list(SCHEMAS["goals"]))),

@@ -32,7 +32,7 @@ __all__ = ["sql_event_rows", "sql_message_tables"]
 _MESSAGES = """
 SELECT message_id, sequence, role, goal_id, parent_sequence, branch, tool_call_id, tool_name, description,
        prompt_tokens, completion_tokens, cached_tokens, prompt_tokens + completion_tokens, cost, duration_ms,
-       created_at, text, n_tool_calls, tool_call_names, is_error, model, content_is_text
+       created_at, text, n_tool_calls, tool_call_names, is_error, refused, model, content_is_text
 FROM messages WHERE trace_id = ? ORDER BY sequence
 """
 _CALLS = """
@@ -58,36 +58,49 @@ def sql_message_tables(store: SQLiteTraceStore, records: Sequence[TraceRecord]) 
     columns: Columns = {name: [] for name in (*_MESSAGE_COLUMNS, "trace_id", "on_main_path")}
     calls: Columns = {name: [] for name in _CALL_COLUMNS}
     counts: list[tuple[int, int]] = []
+    refusals: list[str | None] = []
     loads = json.loads
     for record in records:
         trace_id = record.trace_id
         rows = conn.execute(_MESSAGES, (trace_id,)).fetchall()
         if not rows:
             counts.append((0, 0))
+            refusals.append(None)
             continue
         transposed = list(zip(*rows, strict=True))
         for name, values in zip(_MESSAGE_COLUMNS, transposed, strict=False):  # all but content_is_text
             columns[name].extend(values)
         sequences, roles = transposed[1], transposed[2]
-        errors, is_text = transposed[19], transposed[21]
+        errors, refused, is_text = transposed[19], transposed[20], transposed[22]
         columns["is_error"][-len(rows):] = [None if e is None else bool(e) for e in errors]
         parents = dict(zip(sequences, transposed[4], strict=True))
         results: dict[str, list[tuple[Any, ...]]] = {}
-        for sequence, role, call_id, text, error, text_content, duration in zip(
-                sequences, roles, transposed[6], transposed[16], errors, is_text, transposed[14], strict=True):
-            if role == "tool" and call_id:
-                results.setdefault(call_id, []).append((sequence, bool(error), len(text) if text_content else None,
-                                                        duration))
+        last_refusal: str | None = None
+        for sequence, role, call_id, text, error, refusal, text_content, duration in zip(
+                sequences, roles, transposed[6], transposed[16], errors, refused, is_text, transposed[14], strict=True):
+            if role == "tool":
+                if call_id:
+                    results.setdefault(call_id, []).append(
+                        (sequence, bool(error), len(text) if text_content else None, duration, refusal))
+                if refusal is not None:
+                    last_refusal = text if text_content else _content_text(conn, trace_id, sequence)
         callers = [(row[0], row[1], row[15]) for row in rows if row[17]]
         (listed,), = conn.execute(_CALLS, (trace_id,)).fetchall()
         pending = [(message_id, sequence, at, [(c[0], c[1], c[2]) for c in calls])
                    for (message_id, sequence, at), calls in zip(callers, loads(listed), strict=True)]
         counts.append((roles.count("assistant"), roles.count("tool")))
+        refusals.append(last_refusal)
         main = _main_path(parents, int(record.trace.get("head_sequence") or 0))
         columns["trace_id"].extend([trace_id] * len(rows))
         columns["on_main_path"].extend(map(main.__contains__, sequences))
         _add_calls(trace_id, pending, results, calls)
-    return MessageTables(columns, calls, counts)
+    return MessageTables(columns, calls, counts, refusals)
+
+
+def _content_text(conn: Any, trace_id: str, sequence: int) -> str:
+    """A refused call's result whose content is not text, as the records path shows it (rare)."""
+    (data,), = conn.execute("SELECT data FROM messages WHERE trace_id = ? AND sequence = ?", (trace_id, sequence))
+    return str(json.loads(data).get("content"))
 
 
 def sql_event_rows(store: SQLiteTraceStore, records: Sequence[TraceRecord], names: Sequence[str]) -> Columns:

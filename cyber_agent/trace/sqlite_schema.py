@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cyber_agent.errors import StoreError
-from cyber_agent.trace.models import utc_now
+from cyber_agent.trace.models import refusal_kind, utc_now
 
 __all__ = ["MESSAGE_COLUMNS", "MIGRATIONS", "SCHEMA_VERSION", "MessageColumns", "message_columns", "message_values", "migrate"]
 
@@ -59,7 +59,8 @@ MESSAGE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("tool_call_id", "TEXT"), ("tool_name", "TEXT"), ("description", "TEXT"), ("prompt_tokens", "INTEGER"),
     ("completion_tokens", "INTEGER"), ("cached_tokens", "INTEGER"), ("cost", "REAL"), ("duration_ms", "REAL"),
     ("created_at", "TEXT"), ("text", "TEXT"), ("n_tool_calls", "INTEGER"), ("tool_call_names", "TEXT"),
-    ("is_error", "INTEGER"), ("model", "TEXT"), ("content_is_text", "INTEGER"), ("tool_calls", "TEXT"),
+    ("is_error", "INTEGER"), ("refused", "TEXT"), ("model", "TEXT"), ("content_is_text", "INTEGER"),
+    ("tool_calls", "TEXT"),
 )
 """Values of a message kept as columns beside its JSON (version 2), computed once when it is written
 (`message_values`), so frames and aggregates read them with plain SQL and no JSON parsing."""
@@ -79,7 +80,7 @@ def message_values(message: dict[str, Any]) -> tuple[Any, ...]:
         message.get("cost", 0.0), message.get("duration_ms"), message.get("created_at"),
         text if text is None or isinstance(text, str) else json.dumps(text),
         len(calls), ",".join([c.get("name", "") for c in calls if isinstance(c, dict)]) or None,
-        None if error is None else int(bool(error)),
+        None if error is None else int(bool(error)), refusal_kind(metadata) if error else None,
         metadata.get("model") if isinstance(metadata, dict) else None, int(isinstance(content, str)),
         json.dumps([[c.get("id"), c.get("name"), c.get("arguments") or {}] for c in calls if isinstance(c, dict)],
                    ensure_ascii=False, separators=(",", ":")) if calls else None,

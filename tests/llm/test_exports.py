@@ -23,7 +23,7 @@ NOT_REEXPORTED = {
     "provider_errors": {"Origin", "exhausted_text", "status_hint", "transport_text"},
     "settings": {"DEFAULT_CONNECT_TIMEOUT", "DEFAULT_READ_TIMEOUT", "DEFAULT_RETRIES", "DIALECT_ENV", "ENV_VARS"},
     "pytest_plugin": {"ScriptedModelFactory", "scripted_model"},
-    "demo_recursive": {"FIRST_READ_LINES", "recursive_step"},
+    "demo_recursive": {"FIRST_READ_LINES", "RECURSIVE_HELP", "recursive_step"},
 }
 
 

@@ -25,6 +25,7 @@ from matplotlib.markers import MarkerStyle
 
 from cyber_agent.notebook.frames import TraceFrames, to_frames
 from cyber_agent.notebook.records import StoreSource
+from cyber_agent.notebook.tree_labels import trace_texts
 
 __all__ = [
     "ROLE_MARKERS",
@@ -84,15 +85,25 @@ def _human(value: float) -> str:
 
 
 def trace_graph(source: StoreSource | TraceFrames, root_trace_id: str) -> nx.DiGraph:
-    """Return the tree of traces under `root_trace_id` (agents and validators) as a DiGraph."""
-    frames = to_frames(source, [root_trace_id], messages=False, events=False)
-    traces = frames.tree(root_trace_id).traces.sort_values("position")
+    """Return the tree of traces under `root_trace_id` (agents and validators) as a DiGraph.
+
+    Node attributes: `status`, `role`, `agent_type`, `depth`, `tokens`, `cost`, `messages`, `task`,
+    `is_validator`, and from `cyber_agent/notebook/tree_labels.py:trace_texts` the unique `path`, the
+    `title`, the `objective`, the `verdict` (and a validator's `checks`); `label` is what a drawing prints.
+    """
+    frames = to_frames(source, [root_trace_id], messages=False, events=False).tree(root_trace_id)
+    traces = frames.traces.sort_values("position", kind="stable")
+    texts = trace_texts(traces, frames.validations)
     graph = nx.DiGraph(root=root_trace_id)
     for row in traces.itertuples(index=False):
+        text = texts[row.trace_id]
+        role = str(row.role)
+        lines = [text.headline(role), text.detail(role), f"{_human(row.total_tokens)} tok"]
         graph.add_node(
             row.trace_id, status=row.status, role=row.role, agent_type=row.agent_type, depth=int(row.depth),
             tokens=int(row.total_tokens), cost=float(row.total_cost), messages=int(row.total_messages),
-            label=f"{row.label}\n{_human(row.total_tokens)} tok", task=row.task, is_validator=bool(row.is_validator),
+            label="\n".join(line for line in lines if line), task=row.task, is_validator=bool(row.is_validator),
+            path=text.path, title=text.title, objective=text.objective, verdict=text.verdict, checks=text.checks,
         )
         if row.trace_id != root_trace_id and row.parent_trace_id in graph:
             graph.add_edge(row.parent_trace_id, row.trace_id)

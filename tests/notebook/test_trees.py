@@ -54,7 +54,7 @@ def test_trace_graph_of_the_demo(demo_store, demo_root):
     assert (root["role"], root["status"], root["depth"]) == ("main", "completed", 0)
     child = graph.nodes[next(iter(graph.successors(demo_root)))]
     assert child["role"] == "explore" and child["depth"] == 1 and child["tokens"] > 0
-    assert child["label"].startswith("explore 1")
+    assert child["label"].startswith("1 explore\nregion East")
     assert sum(graph.nodes[n]["tokens"] for n in graph) > root["tokens"]
 
 

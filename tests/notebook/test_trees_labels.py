@@ -1,0 +1,72 @@
+"""Node names of trace trees: unique paths, titles that tell siblings apart, verdicts."""
+
+from __future__ import annotations
+
+from collections import Counter
+import networkx as nx
+import pandas as pd
+
+from cyber_agent.notebook import load_export, to_frames, trace_graph
+from cyber_agent.notebook.tree_labels import distinct_titles, trace_objective, trace_paths
+
+from nb_helpers import CHILD, REPO, ROOT, VALIDATOR
+
+EXPORT = REPO / "data" / "exports" / "recursive_demo.jsonl"
+REGIONS = [f"Compute the revenue (units × unit_price) of region {r} in data/sales.csv" for r in ("East", "North", "West")]
+
+
+def test_sibling_titles_keep_what_differs_with_a_word_of_context():
+    assert distinct_titles(REGIONS) == ["region East", "region North", "region West"]
+    long = ["Summarise the security findings of the payment service", "Summarise the security findings of the audit log"]
+    assert distinct_titles(long) == ["payment service", "audit log"]
+
+
+def test_titles_of_a_single_or_identical_sibling_are_the_text_shortened():
+    (only,) = distinct_titles([REGIONS[0]])
+    assert only.startswith("Compute the revenue") and only.endswith("…") and len(only) <= 30
+    assert distinct_titles(["same task", "same task"]) == ["same task", "same task"]
+    assert distinct_titles([]) == []
+
+
+def test_objective_comes_from_the_brief_then_the_task():
+    assert trace_objective("ignored", {"brief": {"objective": "  Sum   East "}}) == "Sum East"
+    assert trace_objective("# Task brief\nObjective: Sum West\nReason: x", {}) == "Sum West"
+    assert trace_objective("# Heading\n\nfirst real line\nsecond", None) == "first real line"
+    assert trace_objective(None, None) == ""
+
+
+def test_paths_number_agents_and_validators_apart():
+    frame = pd.DataFrame({
+        "trace_id": ["r", "a", "b", "av1", "a1", "av2", "rv1"],
+        "parent_trace_id": [None, "r", "r", "a", "a", "a", "r"],
+        "role": ["main", "explore", "explore", "validator", "explore", "validator", "validator"],
+    })
+    assert trace_paths(frame) == {"r": "root", "a": "1", "b": "2", "av1": "1.v1", "a1": "1.1", "av2": "1.v2", "rv1": "v1"}
+    usage = frame.rename(columns={"parent_trace_id": "parent"})  # the usage frame names the column `parent`
+    assert trace_paths(usage)["av2"] == "1.v2"
+
+
+def test_the_recursive_demo_has_unique_labels_and_verdicts():
+    (root,) = to_frames(EXPORT, messages=False).roots
+    graph = trace_graph(load_export(EXPORT), root)
+    levels = nx.shortest_path_length(graph, root)
+    labels = [data["label"].split("\n")[0] for _, data in graph.nodes(data=True)]
+    assert len(labels) == 16 and not [label for label, n in Counter(labels).items() if n > 1]
+    by_path = {data["path"]: data for _, data in graph.nodes(data=True)}
+    assert by_path["1.1"]["title"] == "region East" and by_path["1.4"]["title"] == "region South"
+    assert by_path["1.1.v1"]["verdict"] == "fail" and by_path["1.1.v2"]["verdict"] == "pass"
+    assert by_path["1.1.v1"]["label"].split("\n")[1] == "✗ fail · 0/1 criteria"
+    assert by_path["1.1"]["verdict"] == "pass"  # its latest validation passed
+    assert by_path["v1"]["checks"] == "2/2 criteria"
+    assert by_path["root"]["label"].startswith("main ✓\nReport the revenue")
+    for node, data in graph.nodes(data=True):  # the dots are the depth in the tree
+        assert levels[node] == (0 if data["path"] == "root" else data["path"].count(".") + 1)
+
+
+def test_a_failing_validation_marks_validator_and_judged_trace(recursive_store):
+    store, root = recursive_store
+    graph = trace_graph(store, root)
+    assert graph.nodes[VALIDATOR]["verdict"] == "fail" and graph.nodes[VALIDATOR]["path"] == "1.v1"
+    assert graph.nodes[CHILD]["verdict"] == "fail" and graph.nodes[CHILD]["label"].startswith("1 delegate ✗\nSum region East")
+    assert graph.nodes[VALIDATOR]["checks"] == "1/2 criteria"
+    assert graph.nodes[ROOT]["verdict"] is None

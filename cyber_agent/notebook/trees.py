@@ -25,11 +25,13 @@ from matplotlib.markers import MarkerStyle
 
 from cyber_agent.notebook.frames import TraceFrames, to_frames
 from cyber_agent.notebook.records import StoreSource
-from cyber_agent.notebook.tree_labels import trace_texts
+from cyber_agent.notebook.tree_labels import VERDICT_MARKS, trace_texts
+from cyber_agent.trace.goal_models import FINAL_GOAL_STATUSES
 
 __all__ = [
     "ROLE_MARKERS",
     "STATUS_COLORS",
+    "VERDICT_COLORS",
     "draw_goal_tree",
     "draw_trace_tree",
     "draw_tree",
@@ -44,6 +46,8 @@ STATUS_COLORS: dict[str, str] = {
     "pending_review": "#bcbd22", "pending": "#c7c7c7", "abandoned": "#7f7f7f",
 }
 """Fill colour of a node by status (traces and goals)."""
+VERDICT_COLORS: dict[str, str] = {"pass": "#2ca02c", "fail": "#d62728", "unknown": "#e7ba52"}
+"""A validator's fill and a judged trace's ring, by verdict (a node's `verdict` attribute)."""
 ROLE_MARKERS: dict[str, str] = {
     "main": "s", "explore": "o", "delegate": "^", "agent": "o", "validator": "D",
     "goal": "o", "agent_call": "s", "trace": "D",
@@ -51,6 +55,7 @@ ROLE_MARKERS: dict[str, str] = {
 """Marker of a node by role (trace trees) or kind (goal trees); other roles cycle through `_SPARE_MARKERS`."""
 _SPARE_MARKERS = ("v", "p", "h", "*", "P", "X", "<", ">")
 _UNKNOWN_COLOR = "#444444"
+_ENDED_BADLY = ("failed", "stopped")
 MAX_LABELLED_NODES = 60
 """Above this many nodes only the root and first level are labelled (or only the root)."""
 
@@ -111,19 +116,27 @@ def trace_graph(source: StoreSource | TraceFrames, root_trace_id: str) -> nx.DiG
 
 
 def goal_graph(source: StoreSource | TraceFrames, trace_id: str, *, sub_traces: bool = False) -> nx.DiGraph:
-    """Return a trace's goal tree as a DiGraph (node = goal id); `sub_traces` hangs sub-agents' goals under their goal."""
+    """Return a trace's goal tree as a DiGraph (node = goal id); `sub_traces` hangs sub-agents' goals under their goal.
+
+    A goal left open (pending, in progress, ...) by a trace that ended `failed` or `stopped` takes
+    that status, so it is drawn as such; `goal_status` keeps what the goal tree says.
+    """
     frames = to_frames(source, [trace_id], messages=False, events=False).tree(trace_id)
-    traces = frames.traces.set_index("trace_id")
+    traces = frames.traces.sort_values("position", kind="stable")
+    texts = trace_texts(traces, frames.validations)
+    meta = {row.trace_id: row for row in traces.itertuples(index=False)}
     graph = nx.DiGraph(root=trace_id)
 
     def add_goals(owner: str, prefix: str, attach_to: str | None) -> None:
         goals = frames.goals[frames.goals["trace_id"] == owner].sort_values("position")
+        ended = meta[owner].status if owner in meta and meta[owner].status in _ENDED_BADLY else None
         for row in goals.itertuples(index=False):
             node = f"{prefix}{row.goal_id}"
+            status = ended if ended and row.status not in FINAL_GOAL_STATUSES else row.status
             graph.add_node(
-                node, kind="goal", role="agent_call" if row.type == "agent_call" else "goal", status=row.status,
-                description=row.description, label=_goal_label(row.goal_id, row.description, row.summary), trace_id=owner,
-                goal_id=row.goal_id, depth=int(row.depth), tokens=int(row.cumulative_tokens),
+                node, kind="goal", role="agent_call" if row.type == "agent_call" else "goal", status=status,
+                goal_status=row.status, description=row.description, label=_goal_label(row.goal_id, row.description, row.summary),
+                trace_id=owner, goal_id=row.goal_id, depth=int(row.depth), tokens=int(row.cumulative_tokens),
                 cost=float(row.cumulative_cost), is_current=bool(row.is_current),
             )
             parent = f"{prefix}{row.parent_goal_id}" if isinstance(row.parent_goal_id, str) else attach_to
@@ -131,13 +144,14 @@ def goal_graph(source: StoreSource | TraceFrames, trace_id: str, *, sub_traces: 
                 graph.add_edge(parent, node)
             if sub_traces:
                 for child in row.sub_trace_ids:
-                    if child in traces.index:
-                        meta = traces.loc[child]
+                    if child in meta:
+                        trace, text = meta[child], texts[child]
+                        role = str(trace.role)
                         graph.add_node(
-                            child, kind="trace", role="trace", status=meta["status"], trace_id=child,
-                            label=meta["label"] if str(meta["label"]).startswith(str(meta["role"])) else f"{meta['label']} ({meta['role']})",
-                            depth=int(row.depth) + 1,
-                            tokens=int(meta["total_tokens"]), cost=float(meta["total_cost"]),
+                            child, kind="trace", role="trace", status=trace.status, trace_id=child, path=text.path,
+                            label="\n".join(line for line in (text.headline(role), text.detail(role)) if line),
+                            verdict=text.verdict, depth=int(row.depth) + 1,
+                            tokens=int(trace.total_tokens), cost=float(trace.total_cost),
                         )
                         graph.add_edge(node, child)
                         add_goals(child, f"{child}/", child)
@@ -207,13 +221,13 @@ def draw_tree(
 
     statuses = [str(graph.nodes[node].get("status")) for node in nodes]
     roles = [str(graph.nodes[node].get("role", "agent")) for node in nodes]
+    verdicts = [graph.nodes[node].get("verdict") for node in nodes]
     marker_of = _markers(list(dict.fromkeys(roles)))
     size = 170.0 if n <= MAX_LABELLED_NODES else max(4.0, min(60.0, 6000.0 / n))
     coords = [xy(node) for node in nodes]
+    fills, edges, widths = _node_colors(statuses, roles, verdicts, thin=n > 200)
     scatter = ax.scatter(
-        [c[0] for c in coords], [c[1] for c in coords], s=size, zorder=3,
-        c=[STATUS_COLORS.get(s, _UNKNOWN_COLOR) for s in statuses],
-        edgecolors="#333333" if n <= 200 else "none", linewidths=0.6,
+        [c[0] for c in coords], [c[1] for c in coords], s=size, zorder=3, c=fills, edgecolors=edges, linewidths=widths,
     )
     paths = {}
     for role, marker in marker_of.items():
@@ -231,16 +245,44 @@ def draw_tree(
         ax.set_xlim(min(xs) - 0.6, max(xs) + 0.6)
         ax.set_ylim(min(ys) - 0.75, max(ys) + 0.35)
 
+    shown = [s for s, r, v in zip(statuses, roles, verdicts) if not (r == "validator" and v in VERDICT_COLORS
+                                                                        and s not in _ENDED_BADLY)]
     handles = [Line2D([], [], ls="", marker="o", ms=8, mfc=STATUS_COLORS.get(s, _UNKNOWN_COLOR), mec="#333333", label=s)
-               for s in dict.fromkeys(statuses)]
+               for s in dict.fromkeys(shown)]
+    # A verdict is shown as a validator filled with it (a judged trace wears it as a ring).
+    handles += [Line2D([], [], ls="", marker=ROLE_MARKERS["validator"], ms=7, mfc=VERDICT_COLORS[v], mec="#333333",
+                       label=f"verdict {VERDICT_MARKS[v]} {v}") for v in VERDICT_COLORS if v in verdicts]
     handles += [Line2D([], [], ls="", marker=marker_of[r], ms=8, mfc="white", mec="#333333", label=r.replace("_", " "))
                 for r in dict.fromkeys(roles)]
     if handles:
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False,
-                  title="status / role", title_fontsize=8, borderaxespad=0.0)
+                  title="status / verdict / role" if any(verdicts) else "status / role", title_fontsize=8, borderaxespad=0.0)
     if title:
         ax.set_title(title, fontsize=10, loc="left")
     return fig
+
+
+def _node_colors(statuses: list[str], roles: list[str], verdicts: list[Any], *, thin: bool) -> tuple[
+        list[str], list[str], list[float]]:
+    """Fill, edge colour and edge width of each node: a validator is filled with its verdict (unless it
+    ended failed or stopped), a judged trace keeps its status fill and gets a thick ring of its verdict."""
+    fills, edges, widths = [], [], []
+    plain_edge, plain_width = ("none", 0.0) if thin else ("#333333", 0.6)
+    for status, role, verdict in zip(statuses, roles, verdicts):
+        status_color = STATUS_COLORS.get(status, _UNKNOWN_COLOR)
+        if verdict not in VERDICT_COLORS:
+            fills.append(status_color)
+            edges.append(plain_edge)
+            widths.append(plain_width)
+        elif role == "validator" and status not in _ENDED_BADLY:
+            fills.append(VERDICT_COLORS[verdict])
+            edges.append(plain_edge)
+            widths.append(plain_width)
+        else:
+            fills.append(status_color)
+            edges.append(VERDICT_COLORS[verdict])
+            widths.append(1.2 if thin else 2.2)
+    return fills, edges, widths
 
 
 def _draw_labels(
@@ -288,7 +330,8 @@ def _draw_labels(
 
 def _trace_title(graph: nx.DiGraph, root: Hashable) -> str:
     tokens = sum(int(graph.nodes[n].get("tokens", 0)) for n in graph)
-    label = str(graph.nodes[root].get("label", root)).split("\n")[0]
+    data = graph.nodes[root]
+    label = str(data.get("role") or data.get("label", root)).split("\n")[0]
     return f"Trace tree of {label} · {graph.number_of_nodes()} traces · {_human(tokens)} tokens"
 
 

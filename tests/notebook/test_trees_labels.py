@@ -6,7 +6,8 @@ from collections import Counter
 import networkx as nx
 import pandas as pd
 
-from cyber_agent.notebook import load_export, to_frames, trace_graph
+from cyber_agent.notebook import goal_graph, load_export, to_frames, trace_graph
+from cyber_agent.trace import Goal
 from cyber_agent.notebook.tree_labels import distinct_titles, trace_objective, trace_paths
 
 from nb_helpers import CHILD, REPO, ROOT, VALIDATOR
@@ -70,3 +71,55 @@ def test_a_failing_validation_marks_validator_and_judged_trace(recursive_store):
     assert graph.nodes[CHILD]["verdict"] == "fail" and graph.nodes[CHILD]["label"].startswith("1 delegate ✗\nSum region East")
     assert graph.nodes[VALIDATOR]["checks"] == "1/2 criteria"
     assert graph.nodes[ROOT]["verdict"] is None
+
+
+def _node_styles(fig, graph):
+    """(fill, edge, width) of each node of a drawing, by node id (the scatter follows the layout's order)."""
+    from matplotlib.collections import PathCollection
+    from matplotlib.colors import to_hex
+
+    from cyber_agent.notebook import tidy_tree_layout
+
+    (points,) = [c for c in fig.axes[0].collections if isinstance(c, PathCollection)]
+    root = graph.graph.get("root")
+    order = list(tidy_tree_layout(graph, root if root in graph else None))
+    fills, edges, widths = points.get_facecolors(), points.get_edgecolors(), points.get_linewidths()
+    return {node: (to_hex(fills[i]), to_hex(edges[i]) if len(edges) > 1 else None, float(widths[i]))
+            for i, node in enumerate(order)}
+
+
+def test_verdicts_colour_validators_and_ring_the_judged_trace(recursive_store):
+    from cyber_agent.notebook import draw_trace_tree
+    from cyber_agent.notebook.trees import STATUS_COLORS, VERDICT_COLORS
+
+    store, root = recursive_store
+    graph = trace_graph(store, root)
+    fig = draw_trace_tree(graph)
+    styles = _node_styles(fig, graph)
+    assert styles[VALIDATOR][0] == VERDICT_COLORS["fail"]                     # filled with its verdict
+    assert styles[CHILD][0] == STATUS_COLORS["completed"]                     # the judged trace keeps its status fill
+    assert styles[CHILD][1] == VERDICT_COLORS["fail"] and styles[CHILD][2] > 2  # ... and wears the verdict as a ring
+    assert styles[ROOT][2] < 1
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert "verdict ✗ fail" in legend and "completed" in legend and "running" in legend
+
+
+async def test_goals_left_open_by_a_stopped_or_failed_trace_take_its_status():
+    from cyber_agent.notebook import draw_goal_tree
+    from cyber_agent.notebook.trees import STATUS_COLORS
+    from cyber_agent.trace import InMemoryTraceStore
+
+    from nb_helpers import add_trace
+
+    store = InMemoryTraceStore()
+    await add_trace(store, ROOT, status="stopped")
+    await add_trace(store, CHILD, parent=ROOT, agent_type="explore", status="failed")
+    await store.add_goal(ROOT, Goal(id="2", description="done before the stop"))
+    await store.update_goal(ROOT, "2", status="completed")
+    frames = to_frames(store, messages=False)
+    graph = goal_graph(frames, ROOT)
+    assert graph.nodes["1"]["status"] == "stopped" and graph.nodes["1"]["goal_status"] != "stopped"
+    assert graph.nodes["2"]["status"] == "completed"  # a finished goal keeps its own status
+    assert goal_graph(frames, CHILD).nodes["1"]["status"] == "failed"
+    styles = _node_styles(draw_goal_tree(graph), graph)
+    assert styles["1"][0] == STATUS_COLORS["stopped"]

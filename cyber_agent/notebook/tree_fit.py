@@ -114,8 +114,7 @@ def _add(total: _Hidden, part: _Hidden) -> None:
 
 
 def _count_label(hidden: _Hidden) -> str:
-    nouns = {"trace": "traces", "goal": "goals"}
-    what = ", ".join(f"{n} {nouns.get(kind, kind)}" for kind, n in sorted(hidden.kinds.items(), key=lambda kv: -kv[1]))
+    what = ", ".join(f"{n} {kind if n == 1 else kind + 's'}" for kind, n in sorted(hidden.kinds.items(), key=lambda kv: -kv[1]))
     lines = [f"+{what}"]
     bad = [f"{n} {word}" for n, word in ((hidden.failed, "failed"), (hidden.stopped, "stopped"), (hidden.rejected, "✗"))
            if n]

@@ -33,6 +33,7 @@ __all__ = [
 VerdictName = Literal["pass", "fail", "unknown"]
 VERDICT_MARKS: dict[str, str] = {"pass": "✓", "fail": "✗", "unknown": "?"}
 """The mark printed before a verdict in labels."""
+_STOPWORDS = frozenset({"a", "an", "the", "of", "in", "for", "to", "and", "or", "on", "at", "by", "with", "from"})
 TITLE_WIDTH = 30
 """Longest title (characters) in a node label."""
 
@@ -92,7 +93,7 @@ def _shorten(text: str, width: int) -> str:
 
 
 def distinct_titles(texts: Sequence[str], width: int = TITLE_WIDTH) -> list[str]:
-    """Cut sibling texts to the words that differ (a single differing word keeps the word before it); each at most `width`."""
+    """Cut sibling texts to the words that differ (a single differing word keeps the word before it, unless that is a stopword); each at most `width`."""
     words = [text.rstrip(".").split() for text in texts]
     if len(words) < 2 or len({tuple(w) for w in words}) < 2:
         return [_shorten(" ".join(w), width) for w in words]
@@ -107,7 +108,7 @@ def distinct_titles(texts: Sequence[str], width: int = TITLE_WIDTH) -> list[str]
     for w in words:
         start, end = prefix, len(w) - suffix
         middle = w[start:end]
-        if len(middle) == 1 and start > 0:
+        if len(middle) == 1 and start > 0 and w[start - 1].lower() not in _STOPWORDS:
             start -= 1
         out.append(_shorten(" ".join(w[start:end]) or " ".join(w), width))
     return out
@@ -122,7 +123,8 @@ def trace_paths(traces: pd.DataFrame) -> dict[str, str]:
     parent_column = "parent_trace_id" if "parent_trace_id" in traces.columns else "parent"
     paths: dict[str, str] = {}
     counts: dict[str, list[int]] = {}  # parent -> [agents numbered, validators numbered]
-    for trace_id, parent, role in zip(traces["trace_id"], traces[parent_column], traces["role"]):
+    ids, parents, roles = traces["trace_id"].tolist(), traces[parent_column].tolist(), traces["role"].tolist()
+    for trace_id, parent, role in zip(ids, parents, roles):
         if not isinstance(parent, str) or parent not in paths:
             paths[trace_id] = "root"
             continue
@@ -138,38 +140,44 @@ def trace_paths(traces: pd.DataFrame) -> dict[str, str]:
 
 
 def _verdicts(validations: pd.DataFrame) -> tuple[dict[str, tuple[str, str]], dict[str, str]]:
-    """(validator id -> (verdict, `k/n pass`), judged trace id -> verdict of its latest validation)."""
-    own: dict[str, tuple[str, str]] = {}
+    """(validator id -> (verdict, `k/n criteria`), judged trace id -> verdict of its latest validation).
+
+    Plain loops over the columns: a groupby over hundreds of validators costs seconds.
+    """
+    own: dict[str, list[Any]] = {}  # validator -> [verdict, criteria passed, criteria judged]
     latest: dict[str, tuple[int, str]] = {}
-    if validations.empty:
-        return own, {}
-    for validator, rows in validations.groupby("validator_trace_id", sort=False, dropna=True):
-        verdict = str(rows["verdict"].iloc[0])
-        criteria = rows["criterion_verdict"].dropna()
-        checks = f"{int((criteria == 'pass').sum())}/{len(criteria)} criteria" if len(criteria) else ""
-        own[str(validator)] = (verdict, checks)
-    first = validations.drop_duplicates(["trace_id", "validation_index"])
-    for target, index, verdict in zip(first["trace_id"], first["validation_index"], first["verdict"]):
-        if isinstance(verdict, str) and (target not in latest or int(index) >= latest[target][0]):
+    for target, validator, index, verdict, criterion in zip(
+            validations["trace_id"].tolist(), validations["validator_trace_id"].tolist(), validations["validation_index"].tolist(),
+            validations["verdict"].tolist(), validations["criterion_verdict"].tolist()):
+        if not isinstance(verdict, str):
+            continue
+        if isinstance(validator, str):
+            entry = own.setdefault(validator, [verdict, 0, 0])
+            if isinstance(criterion, str):
+                entry[1] += criterion == "pass"
+                entry[2] += 1
+        if target not in latest or int(index) >= latest[target][0]:
             latest[target] = (int(index), verdict)
-    return own, {target: verdict for target, (_, verdict) in latest.items()}
+    checks = {v: (str(e[0]), f"{e[1]}/{e[2]} criteria" if e[2] else "") for v, e in own.items()}
+    return checks, {target: verdict for target, (_, verdict) in latest.items()}
 
 
 def trace_texts(traces: pd.DataFrame, validations: pd.DataFrame | None = None) -> dict[str, TraceText]:
     """A `TraceText` for every row of a traces frame (`to_frames(...).traces`), verdicts from `validations`."""
     paths = trace_paths(traces)
     own, latest = _verdicts(validations) if validations is not None else ({}, {})
+    ids, parents, roles = traces["trace_id"].tolist(), traces["parent_trace_id"].tolist(), traces["role"].tolist()
     objectives = {trace_id: trace_objective(task, protocol)
-                  for trace_id, task, protocol in zip(traces["trace_id"], traces["task"], traces["protocol"])}
+                  for trace_id, task, protocol in zip(ids, traces["task"].tolist(), traces["protocol"].tolist())}
     siblings: dict[Hashable, list[str]] = {}
-    for trace_id, parent, role in zip(traces["trace_id"], traces["parent_trace_id"], traces["role"]):
+    for trace_id, parent, role in zip(ids, parents, roles):
         if role != "validator":
             siblings.setdefault(parent if isinstance(parent, str) else None, []).append(trace_id)
     titles: dict[str, str] = {}
     for group in siblings.values():
         titles.update(zip(group, distinct_titles([objectives[t] for t in group])))
     out: dict[str, TraceText] = {}
-    for trace_id, role in zip(traces["trace_id"], traces["role"]):
+    for trace_id, role in zip(ids, roles):
         verdict: Any
         if role == "validator":
             verdict, checks = own.get(trace_id, (None, ""))

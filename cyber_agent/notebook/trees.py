@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Hashable
+from typing import Any
 
 import networkx as nx
 from matplotlib.figure import Figure
@@ -82,10 +83,13 @@ def goal_graph(source: StoreSource | TraceFrames, trace_id: str, *, sub_traces: 
     meta = {row.trace_id: row for row in traces.itertuples(index=False)}
     graph = nx.DiGraph(root=trace_id)
 
+    goals_of: dict[str, list[Any]] = {}  # grouped once: a filter per trace costs seconds on big trees
+    for goal in frames.goals.sort_values(["trace_id", "position"], kind="stable").itertuples(index=False):
+        goals_of.setdefault(goal.trace_id, []).append(goal)
+
     def add_goals(owner: str, prefix: str, attach_to: str | None) -> None:
-        goals = frames.goals[frames.goals["trace_id"] == owner].sort_values("position")
         ended = meta[owner].status if owner in meta and meta[owner].status in _ENDED_BADLY else None
-        for row in goals.itertuples(index=False):
+        for row in goals_of.get(owner, []):
             node = f"{prefix}{row.goal_id}"
             status = ended if ended and row.status not in FINAL_GOAL_STATUSES else row.status
             graph.add_node(

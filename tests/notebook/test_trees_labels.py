@@ -123,3 +123,8 @@ async def test_goals_left_open_by_a_stopped_or_failed_trace_take_its_status():
     assert goal_graph(frames, CHILD).nodes["1"]["status"] == "failed"
     styles = _node_styles(draw_goal_tree(graph), graph)
     assert styles["1"][0] == STATUS_COLORS["stopped"]
+
+
+def test_a_single_differing_word_keeps_its_context_unless_a_stopword():
+    assert distinct_titles(["Check the hardware sales", "Check the software sales"]) == ["hardware", "software"]
+    assert distinct_titles(["Recompute invoice batch 1", "Recompute invoice batch 2"]) == ["batch 1", "batch 2"]

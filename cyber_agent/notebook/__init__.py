@@ -18,6 +18,7 @@ from cyber_agent.notebook.budgets import (
     usage_by_agent,
     usage_over_time,
 )
+from cyber_agent.notebook.explorer import TraceExplorer
 from cyber_agent.notebook.export import EXPORT_FORMAT, EXPORT_VERSION, aexport_traces, export_traces, load_export
 from cyber_agent.notebook.frames import SCHEMAS, TraceFrames, ato_frames, to_frames
 from cyber_agent.notebook.launch import RunHandle, launch, run_config
@@ -42,6 +43,7 @@ __all__ = [
     "ReportStepper",
     "RunHandle",
     "SCHEMAS",
+    "TraceExplorer",
     "TraceFrames",
     "TraceRecord",
     "aexport_traces",

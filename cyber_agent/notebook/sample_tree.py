@@ -170,9 +170,9 @@ def _records(node: _Node) -> tuple[dict[str, Any], dict[str, Any]]:
     objective = _objective(node)
     criteria = [f"the result of '{objective}' is computed from the source ledger",
                 "every figure names the ledger rows it comes from"]
-    summary = {"completed": f"Done: {objective.lower()}; figures reconcile",
-               "failed": f"Failed: {objective.lower()}; the ledger could not be read",
-               "stopped": f"Stopped: {objective.lower()}; the agent budget ran out"}[node.status]
+    summary = {"completed": f"{objective}: done, the figures reconcile",
+               "failed": f"{objective}: failed, the ledger could not be read",
+               "stopped": f"{objective}: stopped, child quota: 8 of 8 agents used, a batch of 3 would exceed it"}[node.status]
     report = {"outcome": "completed" if node.status == "completed" else "failed", "summary": summary,
               "outputs": [f"{' / '.join(node.topic) or 'all regions'}: reconciled"] if node.status == "completed" else [],
               "evidence": ["ledger rows 1-240 summed"], "open_issues": [],

@@ -25,9 +25,10 @@ from cyber_agent.errors import TraceNotFoundError
 from cyber_agent.notebook.bridge import run_sync
 from cyber_agent.notebook.display import RichDisplay
 from cyber_agent.notebook.explorer_pages import Page, trace_page
-from cyber_agent.notebook.frames import TraceFrames, to_frames
+from cyber_agent.notebook.frames import TraceFrames
 from cyber_agent.notebook.records import StoreSource, open_source
-from cyber_agent.notebook.tree_labels import VERDICT_MARKS, trace_texts
+from cyber_agent.notebook.tree_labels import VERDICT_MARKS
+from cyber_agent.notebook.trees import tree_frames
 from cyber_agent.trace.models import Message
 from cyber_agent.trace.protocols import TraceReader
 
@@ -45,18 +46,17 @@ class TraceExplorer(RichDisplay):
                  message_limit: int = 30) -> None:
         import ipywidgets as widgets
 
-        self._reader: TraceReader | None = None
-        if isinstance(source, TraceFrames):
-            self.frames = source.tree(root_trace_id)
-        else:
-            self._reader = open_source(source)
-            self.frames = to_frames(self._reader, [root_trace_id], messages=False, events=False)
+        self._reader = None if isinstance(source, TraceFrames) else open_source(source)
+        frames, texts = tree_frames(source if self._reader is None else self._reader, root_trace_id)
+        self.frames = frames
         """The tree's frames (no messages unless the source had them)."""
         self.root_trace_id = root_trace_id
         self.message_limit = message_limit
         traces = self.frames.traces.sort_values("position", kind="stable")
-        self.texts = trace_texts(traces, self.frames.validations)
-        """Path, title and verdict of every trace (`cyber_agent/notebook/tree_labels.py:TraceText`)."""
+        self.texts = texts
+        """Path, title and verdict of every trace (`cyber_agent/notebook/tree_labels.py:TraceText`), paths of the whole tree."""
+        root_path = texts[root_trace_id].path
+        self._base_depth = 0 if root_path == "root" else root_path.count(".") + 1
         self._rows = {row.trace_id: row for row in traces.itertuples(index=False)}
         self._reports = {row.trace_id: row for row in self.frames.reports.itertuples(index=False)}
         self._children: dict[str, list[str]] = {}
@@ -130,7 +130,7 @@ class TraceExplorer(RichDisplay):
     def _row_text(self, trace_id: str) -> str:
         text, row = self.texts[trace_id], self._rows[trace_id]
         role = str(row.role)
-        depth = 0 if text.path == "root" else text.path.count(".") + 1
+        depth = (0 if text.path == "root" else text.path.count(".") + 1) - self._base_depth
         has_children = bool(self._children.get(trace_id))
         toggle = ("▾" if trace_id in self.expanded else "▸") if has_children else "·"
         head = text.headline(role) if role != "validator" else f"{text.path} validator"
@@ -166,6 +166,10 @@ class TraceExplorer(RichDisplay):
         """The trace whose page is shown."""
         value = self.tree.value
         return value if isinstance(value, str) else None
+
+    def children(self, trace_id: str | None = None) -> list[str]:
+        """The child traces (agents and validators) of `trace_id` (default: the selected trace), in creation order."""
+        return list(self._children.get(self._require(trace_id), []))
 
     def expand(self, trace_id: str | None = None) -> None:
         """Show the children of `trace_id` (default: the selected trace)."""

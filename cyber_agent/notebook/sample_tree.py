@@ -117,7 +117,7 @@ def _plan(rng: random.Random, traces: int, max_depth: int) -> list[_Node]:
             if not queue:
                 break
         parent = queue.pop(0)
-        if parent.depth > 0 and (parent.depth >= max_depth or rng.random() < 0.3) and queue:
+        if parent.depth > 1 and rng.random() < 0.3 and queue:  # the root's delegates all delegate further
             leaves.append(parent)
             continue
         for index in range(rng.randint(5, 8) if parent.depth == 0 else rng.randint(3, 7)):
@@ -172,10 +172,11 @@ def _records(node: _Node) -> tuple[dict[str, Any], dict[str, Any]]:
                 "every figure names the ledger rows it comes from"]
     summary = {"completed": f"{objective}: done, the figures reconcile",
                "failed": f"{objective}: failed, the ledger could not be read",
-               "stopped": f"{objective}: stopped, child quota: 8 of 8 agents used, a batch of 3 would exceed it"}[node.status]
+               "stopped": f"{objective}: stopped before its children reported"}[node.status]
     report = {"outcome": "completed" if node.status == "completed" else "failed", "summary": summary,
               "outputs": [f"{' / '.join(node.topic) or 'all regions'}: reconciled"] if node.status == "completed" else [],
-              "evidence": ["ledger rows 1-240 summed"], "open_issues": [],
+              "evidence": ["ledger rows 1-240 summed"] if node.status == "completed" else [],
+              "open_issues": [] if node.status == "completed" else ["the figures of this part are missing"],
               "submitted_by": "tool" if node.status == "completed" else "runner"}
     validations = []
     for number, (validator, verdict) in enumerate(zip(node.validators, node.verdicts)):
@@ -212,7 +213,8 @@ async def _write(store: TraceStore, rng: random.Random, node: _Node, root_id: st
         task = objective if node.parent is None else f"# Task brief\nObjective: {objective}"
         protocol, report = _records(node)
         summary = str(report["summary"])
-        error = None if node.status == "completed" else summary
+        error = {"completed": None, "failed": f"read_file: ledger/{'/'.join(node.topic)}.csv: permission denied",
+                 "stopped": "child quota: 8 of 8 agents used; a batch of 3 would exceed it"}[node.status]
     await store.create_trace(Trace.model_validate({
         "trace_id": node.trace_id, "task": task, "parent_trace_id": node.parent.trace_id if node.parent else None,
         "parent_goal_id": "1" if node.parent else None, "agent_type": node.kind, "model": "sample-model",

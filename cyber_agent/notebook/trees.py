@@ -19,7 +19,9 @@ from matplotlib.figure import Figure
 from cyber_agent.notebook.frames import TraceFrames, to_frames
 from cyber_agent.notebook.records import StoreSource
 from cyber_agent.notebook.tree_draw import ROLE_MARKERS, STATUS_COLORS, VERDICT_COLORS, Orientation, draw_tree, tidy_tree_layout
-from cyber_agent.notebook.tree_labels import trace_texts
+from cyber_agent.errors import InvalidIdError, TraceNotFoundError
+from cyber_agent.notebook.tree_labels import TraceText, trace_texts
+from cyber_agent.trace.trace_id import parse_trace_id
 from cyber_agent.trace.goal_models import FINAL_GOAL_STATUSES
 
 __all__ = [
@@ -33,6 +35,7 @@ __all__ = [
     "goal_graph",
     "tidy_tree_layout",
     "trace_graph",
+    "tree_frames",
 ]
 
 _ENDED_BADLY = ("failed", "stopped")
@@ -45,6 +48,24 @@ def _human(value: float) -> str:
     return f"{value:.0f}"
 
 
+def tree_frames(source: StoreSource | TraceFrames, trace_id: str) -> tuple[TraceFrames, dict[str, TraceText]]:
+    """The frames (no messages, no events) of the tree under `trace_id`, and the texts of its traces.
+
+    Paths are those of the whole tree, so a sub-agent drawn on its own keeps the path it has in
+    the full drawing and the explorer (`2.3`, not `root`).
+    """
+    try:
+        root = parse_trace_id(trace_id).root_id
+    except InvalidIdError:  # an id made outside T2 (an import, a test): ask the records
+        root = str(to_frames(source, [trace_id], messages=False, events=False).traces["root_trace_id"].iloc[0])
+    try:
+        whole = to_frames(source, [root], messages=False, events=False)
+    except TraceNotFoundError:  # the root is not in this store or export: the subtree is all there is
+        root, whole = trace_id, to_frames(source, [trace_id], messages=False, events=False)
+    texts = trace_texts(whole.traces.sort_values("position", kind="stable"), whole.validations)
+    return (whole if root == trace_id else whole.tree(trace_id)), texts
+
+
 def trace_graph(source: StoreSource | TraceFrames, root_trace_id: str) -> nx.DiGraph:
     """Return the tree of traces under `root_trace_id` (agents and validators) as a DiGraph.
 
@@ -52,9 +73,8 @@ def trace_graph(source: StoreSource | TraceFrames, root_trace_id: str) -> nx.DiG
     `is_validator`, and from `cyber_agent/notebook/tree_labels.py:trace_texts` the unique `path`, the
     `title`, the `objective`, the `verdict` (and a validator's `checks`); `label` is what a drawing prints.
     """
-    frames = to_frames(source, [root_trace_id], messages=False, events=False).tree(root_trace_id)
+    frames, texts = tree_frames(source, root_trace_id)
     traces = frames.traces.sort_values("position", kind="stable")
-    texts = trace_texts(traces, frames.validations)
     graph = nx.DiGraph(root=root_trace_id)
     for row in traces.itertuples(index=False):
         text = texts[row.trace_id]
@@ -77,9 +97,8 @@ def goal_graph(source: StoreSource | TraceFrames, trace_id: str, *, sub_traces: 
     A goal left open (pending, in progress, ...) by a trace that ended `failed` or `stopped` takes
     that status, so it is drawn as such; `goal_status` keeps what the goal tree says.
     """
-    frames = to_frames(source, [trace_id], messages=False, events=False).tree(trace_id)
+    frames, texts = tree_frames(source, trace_id)
     traces = frames.traces.sort_values("position", kind="stable")
-    texts = trace_texts(traces, frames.validations)
     meta = {row.trace_id: row for row in traces.itertuples(index=False)}
     graph = nx.DiGraph(root=trace_id)
 

@@ -58,7 +58,7 @@ def test_expand_and_collapse_through_the_buttons(big):
     explorer.tree.value = second  # a click on the row
     assert explorer.toggle_button.description == "▸ expand"
     explorer.toggle_button.click()
-    grandchildren = explorer._children[second]
+    grandchildren = explorer.children(second)
     assert explorer.visible[2:3 + len(grandchildren)] == [second, *grandchildren]
     assert _rows(explorer)[2].lstrip().startswith("▾ 2 delegate") and explorer.toggle_button.description == "▾ collapse"
     explorer.tree.value = grandchildren[0]
@@ -68,11 +68,11 @@ def test_expand_and_collapse_through_the_buttons(big):
     explorer.collapse(second)  # the selection was hidden: it moves up to the collapsed trace
     assert explorer.selected == second and grandchildren[0] not in explorer.visible
     explorer.expand_all_button.click()
-    assert len(explorer.visible) == 1 + len(explorer._children[sample.root_trace_id]) + explorer._below[second][0]
+    assert len(explorer.visible) == 1 + len(explorer.children(sample.root_trace_id)) + explorer._below[second][0]
     explorer.expand_all(sample.root_trace_id)
     assert len(explorer.tree.options) == 1000
     explorer.collapse_all_button.click()
-    assert explorer.selected == sample.root_trace_id and len(explorer.visible) == 1 + len(explorer._children[sample.root_trace_id])
+    assert explorer.selected == sample.root_trace_id and len(explorer.visible) == 1 + len(explorer.children(sample.root_trace_id))
 
 
 def test_a_click_shows_the_page_and_reads_that_traces_messages_once(big):

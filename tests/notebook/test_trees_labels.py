@@ -128,3 +128,16 @@ async def test_goals_left_open_by_a_stopped_or_failed_trace_take_its_status():
 def test_a_single_differing_word_keeps_its_context_unless_a_stopword():
     assert distinct_titles(["Check the hardware sales", "Check the software sales"]) == ["hardware", "software"]
     assert distinct_titles(["Recompute invoice batch 1", "Recompute invoice batch 2"]) == ["batch 1", "batch 2"]
+
+
+def test_a_subtree_keeps_the_paths_of_the_whole_tree():
+    from cyber_agent.notebook import TraceExplorer
+
+    (root,) = to_frames(EXPORT, messages=False).roots
+    whole = trace_graph(EXPORT, root)
+    explore = next(n for n, d in whole.nodes(data=True) if d["path"] == "1.2")
+    part = trace_graph(EXPORT, explore)
+    assert sorted(d["path"] for _, d in part.nodes(data=True)) == ["1.2", "1.2.v1", "1.2.v2"]
+    assert goal_graph(EXPORT, next(iter(whole.predecessors(explore))), sub_traces=True).nodes[explore]["path"] == "1.2"
+    explorer = TraceExplorer(EXPORT, explore)
+    assert [label.replace("\u00a0", " ") for label, _ in explorer.tree.options][0] == "▾ 1.2 explore ✓ · region North"

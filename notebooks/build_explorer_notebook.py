@@ -110,8 +110,9 @@ for line in page.section("report"):
     print(" ", line)""", check=True),
         md("And a trace whose first report was rejected, then revised and accepted:"),
         code("""
-judged = explorer.frames.validations.drop_duplicates("validator_trace_id").groupby("trace_id")["verdict"].agg(list)
-revised = judged[judged.map(lambda verdicts: verdicts == ["fail", "pass"])].index[0]
+checks = explorer.frames.validations.drop_duplicates("validator_trace_id")
+rounds = checks.groupby("trace_id")["verdict"].apply(" → ".join)  # the verdicts of each trace's reports, in order
+revised = rounds[rounds == "fail → pass"].index[0]
 explorer.select(revised)
 for name in ("brief", "verdicts"):
     print(f"[{name}]")

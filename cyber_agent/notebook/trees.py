@@ -60,7 +60,10 @@ def tree_frames(source: StoreSource | TraceFrames, trace_id: str) -> tuple[Trace
     except InvalidIdError:  # an id made outside T2 (an import, a test): ask the records
         root = str(to_frames(source, [trace_id], messages=False, events=False).traces["root_trace_id"].iloc[0])
     try:
-        whole = to_frames(source, [root], messages=False, events=False)
+        if isinstance(source, TraceFrames) and source.roots == [root]:
+            whole = source  # already that one tree: selecting it again costs an isin per frame
+        else:
+            whole = to_frames(source, [root], messages=False, events=False)
     except TraceNotFoundError:  # the root is not in this store or export: the subtree is all there is
         root, whole = trace_id, to_frames(source, [trace_id], messages=False, events=False)
     texts = trace_texts(whole.traces.sort_values("position", kind="stable"), whole.validations)

@@ -109,8 +109,9 @@ for line in page.section("report"):
     print(" ", line)""", check=True),
         md("And a trace whose first report was rejected, then revised and accepted:"),
         code("""
-judged = explorer.frames.validations.drop_duplicates("validator_trace_id").groupby("trace_id")["verdict"].agg(list)
-revised = next(trace for trace, verdicts in judged.items() if list(verdicts) == ["fail", "pass"])
+checks = explorer.frames.validations.drop_duplicates("validator_trace_id")
+rounds = checks.groupby("trace_id")["verdict"].apply(" → ".join)  # the verdicts of each trace's reports, in order
+revised = rounds[rounds == "fail → pass"].index[0]
 explorer.select(revised)
 for name in ("brief", "verdicts"):
     print(f"[{name}]")

@@ -29,6 +29,7 @@ from cyber_agent.notebook.frames import TraceFrames
 from cyber_agent.notebook.records import StoreSource, open_source
 from cyber_agent.notebook.tree_labels import VERDICT_MARKS
 from cyber_agent.notebook.trees import tree_frames
+from cyber_agent.trace.bulk import gc_paused
 from cyber_agent.trace.models import Message
 from cyber_agent.trace.protocols import TraceReader
 
@@ -42,6 +43,7 @@ _STYLE = "<style>.cyber-agent-explorer-tree select { font-family: monospace; fon
 class TraceExplorer(RichDisplay):
     """The tree of `root_trace_id` as expandable rows; the selected trace's page beside it."""
 
+    @gc_paused()  # thousands of rows and dicts: see cyber_agent/trace/bulk.py
     def __init__(self, source: StoreSource | TraceFrames, root_trace_id: str, *, rows: int = 22,
                  message_limit: int = 30) -> None:
         import ipywidgets as widgets

@@ -198,6 +198,33 @@ def _records(node: _Node) -> tuple[dict[str, Any], dict[str, Any]]:
     return protocol, report
 
 
+def _goals(node: _Node, objective: str, summary: str | None, ended: datetime) -> list[Goal]:
+    """The plan: the objective (goal 1) and three steps under it; a failed or stopped agent leaves it open.
+
+    An agent with children delegates in step 2 (an `agent_call` holding their trace ids); a
+    leaf reads, computes and reports. Validators have one goal.
+    """
+    if node.kind == "validator":
+        return [Goal(id="1", description="Validation (criteria)", status="completed", created_at=node.created,
+                     completed_at=ended)]
+    where = " / ".join(node.topic) or "every region"
+    steps = ([f"Split the work on {where} into {len(node.children)} parts", f"Delegate the {len(node.children)} parts",
+              "Review the reports and merge them"] if node.children else
+             [f"Read the ledger of {where}", "Compute the totals", "Report the totals"])
+    reached = 3 if node.status == "completed" else 2  # where a failed or stopped agent was
+    goals = [Goal(id="1", description=objective, status="completed" if node.status == "completed" else "in_progress",
+                  summary=summary if node.status == "completed" else None, created_at=node.created,
+                  completed_at=ended if node.status == "completed" else None)]
+    for number, description in enumerate(steps, 1):
+        status: GoalStatus = "completed" if number < reached or node.status == "completed" else (
+            "in_progress" if number == reached else "pending")
+        kind: GoalType = "agent_call" if node.children and number == 2 else "normal"
+        goals.append(Goal(id=str(number + 1), parent_id="1", description=description, type=kind, status=status,
+                          sub_trace_ids=[c.trace_id for c in node.children] if kind == "agent_call" else [],
+                          created_at=node.created, completed_at=ended if status == "completed" else None))
+    return goals
+
+
 async def _write(store: TraceStore, rng: random.Random, node: _Node, root_id: str) -> None:
     objective = _objective(node)
     ended = node.created + timedelta(seconds=2 + 2 * len(node.validators))
@@ -217,19 +244,14 @@ async def _write(store: TraceStore, rng: random.Random, node: _Node, root_id: st
                  "stopped": "child quota: 8 of 8 agents used; a batch of 3 would exceed it"}[node.status]
     await store.create_trace(Trace.model_validate({
         "trace_id": node.trace_id, "task": task, "parent_trace_id": node.parent.trace_id if node.parent else None,
-        "parent_goal_id": "1" if node.parent else None, "agent_type": node.kind, "model": "sample-model",
+        "parent_goal_id": ("1" if node.kind == "validator" else "3") if node.parent else None, "agent_type": node.kind, "model": "sample-model",
         "status": node.status, "result_summary": summary, "error_message": error, "lineage": lineage, "protocol": protocol,
         "created_at": node.created, "updated_at": ended, "completed_at": ended,
     }))
-    status: GoalStatus = "completed" if node.status == "completed" else "in_progress"  # a failed agent leaves its plan open
-    kind: GoalType = "agent_call" if node.children else "normal"
-    goals = [Goal(id="1", description=objective if node.kind != "validator" else "Validation (criteria)",
-                  type=kind, status=status,
-                  summary=summary if node.status == "completed" else None, created_at=node.created,
-                  sub_trace_ids=[c.trace_id for c in node.children],
-                  completed_at=ended if node.status == "completed" else None)]
-    await store.update_goal_tree(node.trace_id, GoalTree(mission=task, goals=goals, current_id=None if node.status == "completed" else "1",
-                                                         next_id=2))
+    goals = _goals(node, objective, summary, ended)
+    done = node.status == "completed"
+    await store.update_goal_tree(node.trace_id, GoalTree(mission=task, goals=goals, current_id=None if done else goals[-1].id,
+                                                         next_id=len(goals) + 1, cascade_completion=False))
     where = "/".join(node.topic) or "all"
     tools: list[tuple[str, dict[str, Any], str]]
     if node.kind == "validator":
@@ -244,7 +266,9 @@ async def _write(store: TraceStore, rng: random.Random, node: _Node, root_id: st
         tools = tools[:1]
     sequence = 1
     for number, (tool, arguments, result) in enumerate(tools):
-        for message in _turn(rng, node.trace_id, "1", tool, arguments, result, node.created + timedelta(seconds=number), sequence):
+        goal = "1" if node.kind == "validator" else (("3" if node.children else "2"), "4")[number]
+        for message in _turn(rng, node.trace_id, goal, tool, arguments, result, node.created + timedelta(seconds=number),
+                             sequence):
             await store.add_message(message)
         sequence += 2
 

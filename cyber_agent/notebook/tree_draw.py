@@ -23,7 +23,17 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.markers import MarkerStyle
 
-from cyber_agent.notebook.tree_fit import FOLDED_ROLE, LEGEND_WIDTH, MAX_HEIGHT, MAX_WIDTH, budget_for, fold_tree, label_size
+from cyber_agent.notebook.tree_fit import (
+    CHAR_WIDTH,
+    FOLDED_ROLE,
+    LEGEND_WIDTH,
+    MAX_HEIGHT,
+    MAX_WIDTH,
+    budget_for,
+    fold_tree,
+    label_size,
+    wrap_label,
+)
 from cyber_agent.notebook.tree_labels import VERDICT_MARKS
 
 __all__ = ["ROLE_MARKERS", "STATUS_COLORS", "VERDICT_COLORS", "Orientation", "draw_tree", "tidy_tree_layout"]
@@ -47,6 +57,9 @@ _UNKNOWN_COLOR = "#444444"
 _ENDED_BADLY = ("failed", "stopped")
 MAX_LABELLED_NODES = 60
 """Unfolded (`fold=False`) drawings above this many nodes label only the root and first level (or only the root)."""
+MIN_LABEL_WIDTH = 1.0  # inches: labels of a deep left-to-right tree are wrapped down to this
+MIN_WRAP = 14  # characters
+MAX_LEVELS = 9  # levels a deep tree is narrowed for; deeper ones fold
 DEFAULT_MAX_NODES = 60
 """Nodes a folded drawing shows at most unless `max_nodes` says otherwise (every one labelled: ~10 ms each to render)."""
 
@@ -82,25 +95,36 @@ def _markers(roles: list[str]) -> dict[str, str]:
 
 
 def _fit(graph: nx.DiGraph, root: Hashable | None, orientation: Orientation, fontsize: float,
-         max_depth: int | None, max_nodes: int | None) -> tuple[nx.DiGraph, Literal["vertical", "horizontal"], float, float]:
-    """The folded graph, its orientation, and the inches of one leaf and one level."""
-    width, lines = label_size((str(d.get("label", n)) for n, d in graph.nodes(data=True)), fontsize)
+         max_depth: int | None, max_nodes: int | None) -> tuple[nx.DiGraph, Literal["vertical", "horizontal"], float, float,
+                                                               int | None]:
+    """The folded graph, its orientation, the inches of one leaf and one level, and the label wrap width (chars)."""
+    labels = [str(d.get("label", n)) for n, d in graph.nodes(data=True)]
+    width, lines = label_size(labels, fontsize)
     width = min(width, 2.6)  # a longer line is clipped by its neighbour, not given more room
     lines = max(lines, 2)  # a count node's label has two
+    starts = [root] if root is not None else [n for n in graph if graph.in_degree(n) == 0]
+    levels = 1 + max((d for start in starts for d in nx.single_source_shortest_path_length(graph, start).values()),
+                     default=0)
+    if max_depth is not None:
+        levels = min(levels, max_depth + 1)
     if orientation == "auto":
         whole = budget_for("vertical", width, lines, fontsize)
         leaves = sum(1 for n in graph if graph.out_degree(n) == 0)
-        starts = [root] if root is not None else [n for n in graph if graph.in_degree(n) == 0]
-        levels = 1 + max((d for start in starts for d in nx.single_source_shortest_path_length(graph, start).values()),
-                         default=0)
         fits = (leaves <= whole.max_leaves and levels <= whole.max_levels
                 and (DEFAULT_MAX_NODES if max_nodes is None else max_nodes) >= len(graph))
-        orientation = "vertical" if fits and (max_depth is None or max_depth >= levels - 1) else "horizontal"
+        orientation = "vertical" if fits else "horizontal"
     budget = budget_for(orientation, width, lines, fontsize)
+    wrap = None
+    if orientation == "horizontal" and levels > budget.max_levels and width > MIN_LABEL_WIDTH:
+        # A deep tree (goal → step → sub-agent → goal ...): narrower, taller labels buy levels.
+        room = (MAX_WIDTH - LEGEND_WIDTH - 0.4) / min(levels, MAX_LEVELS) - 0.45
+        wrap = max(MIN_WRAP, int(max(room, MIN_LABEL_WIDTH) / (CHAR_WIDTH * fontsize)))
+        width, lines = label_size((wrap_label(label, wrap) for label in labels), fontsize)
+        budget = budget_for(orientation, width, max(lines, 2), fontsize)
     depth = budget.max_levels - 1 if max_depth is None else min(max_depth, budget.max_levels - 1)
     folded = fold_tree(graph, root, max_leaves=budget.max_leaves, max_depth=depth,
                        max_nodes=DEFAULT_MAX_NODES if max_nodes is None else max_nodes)
-    return folded, orientation, budget.leaf, budget.level
+    return folded, orientation, budget.leaf, budget.level, wrap
 
 
 def draw_tree(
@@ -122,8 +146,9 @@ def draw_tree(
     root = graph.graph.get("root") if graph.graph.get("root") in graph else None
     fontsize = 8.0 if graph.number_of_nodes() <= MAX_LABELLED_NODES else 7.0
     leaf = level = 0.0
+    wrap: int | None = None
     if fold:
-        graph, orientation, leaf, level = _fit(graph, root, orientation, fontsize, max_depth, max_nodes)
+        graph, orientation, leaf, level, wrap = _fit(graph, root, orientation, fontsize, max_depth, max_nodes)
     elif orientation == "auto":
         orientation = "vertical"
     pos = tidy_tree_layout(graph, root)
@@ -172,7 +197,7 @@ def draw_tree(
 
     if labels is None or labels:
         _draw_labels(ax, graph, {node: xy(node) for node in nodes}, depth_of, horizontal=horizontal, figsize=figsize,
-                     fontsize=fontsize, everything=fold)
+                     fontsize=fontsize, everything=fold, wrap=wrap)
     xs, ys = [c[0] for c in coords] or [0.0], [c[1] for c in coords] or [0.0]
     if horizontal:
         ax.set_xlim(min(xs) - 0.3, max(xs) + 1.0)
@@ -255,7 +280,7 @@ def _legend(ax: Any, statuses: list[str], roles: list[str], verdicts: list[Any],
 
 def _draw_labels(
     ax: Any, graph: nx.DiGraph, coords: dict[Hashable, tuple[float, float]], depth_of: dict[Hashable, float], *,
-    horizontal: bool, figsize: tuple[float, float], fontsize: float, everything: bool,
+    horizontal: bool, figsize: tuple[float, float], fontsize: float, everything: bool, wrap: int | None = None,
 ) -> None:
     """Label nodes while labels stay readable: no label overlapping its neighbour at the same depth.
 
@@ -285,6 +310,8 @@ def _draw_labels(
         last: tuple[float, float] | None = None  # (position, half extent) of the last label kept
         for node in level:
             text = str(graph.nodes[node].get("label", node))
+            if wrap is not None:
+                text = wrap_label(text, wrap)
             half = extent(text) / 2
             where = coords[node][along]
             if last is not None and abs(where - last[0]) * per_unit < last[1] + half + 0.04:

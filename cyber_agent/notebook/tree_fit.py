@@ -12,6 +12,7 @@ lies below the last level shown is folded the same way, one count node per paren
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -26,6 +27,7 @@ __all__ = [
     "budget_for",
     "fold_tree",
     "label_size",
+    "wrap_label",
 ]
 
 MAX_WIDTH = 15.0
@@ -62,6 +64,17 @@ def label_size(labels: Iterable[str], fontsize: float) -> tuple[float, int]:
         lines = max(lines, len(parts))
         width = max(width, max(len(part) for part in parts) * CHAR_WIDTH * fontsize)
     return width, lines
+
+
+def wrap_label(label: str, chars: int, max_lines: int = 4) -> str:
+    """Re-wrap every line of a label to `chars` characters, at most `max_lines` lines (the last ends in …)."""
+    lines: list[str] = []
+    for line in label.split("\n"):
+        lines.extend(textwrap.wrap(line, chars, break_long_words=True) or [""])
+    if len(lines) > max_lines:
+        lines = lines[:max_lines]
+        lines[-1] = textwrap.shorten(lines[-1] + " …", chars, placeholder=" …") if len(lines[-1]) + 2 > chars else lines[-1] + " …"
+    return "\n".join(lines)
 
 
 def budget_for(orientation: Literal["vertical", "horizontal"], label_width: float, label_lines: int,

@@ -22,6 +22,7 @@ from cyber_agent.notebook.tree_draw import ROLE_MARKERS, STATUS_COLORS, VERDICT_
 from cyber_agent.errors import InvalidIdError, TraceNotFoundError
 from cyber_agent.notebook.tree_labels import TraceText, trace_texts
 from cyber_agent.trace.trace_id import parse_trace_id
+from cyber_agent.trace.bulk import gc_paused
 from cyber_agent.trace.goal_models import FINAL_GOAL_STATUSES
 
 __all__ = [
@@ -59,13 +60,17 @@ def tree_frames(source: StoreSource | TraceFrames, trace_id: str) -> tuple[Trace
     except InvalidIdError:  # an id made outside T2 (an import, a test): ask the records
         root = str(to_frames(source, [trace_id], messages=False, events=False).traces["root_trace_id"].iloc[0])
     try:
-        whole = to_frames(source, [root], messages=False, events=False)
+        if isinstance(source, TraceFrames) and source.roots == [root]:
+            whole = source  # already that one tree: selecting it again costs an isin per frame
+        else:
+            whole = to_frames(source, [root], messages=False, events=False)
     except TraceNotFoundError:  # the root is not in this store or export: the subtree is all there is
         root, whole = trace_id, to_frames(source, [trace_id], messages=False, events=False)
     texts = trace_texts(whole.traces.sort_values("position", kind="stable"), whole.validations)
     return (whole if root == trace_id else whole.tree(trace_id)), texts
 
 
+@gc_paused()  # building thousands of node dicts and rows: young collections would walk the frames each time
 def trace_graph(source: StoreSource | TraceFrames, root_trace_id: str) -> nx.DiGraph:
     """Return the tree of traces under `root_trace_id` (agents and validators) as a DiGraph.
 
@@ -91,6 +96,7 @@ def trace_graph(source: StoreSource | TraceFrames, root_trace_id: str) -> nx.DiG
     return graph
 
 
+@gc_paused()
 def goal_graph(source: StoreSource | TraceFrames, trace_id: str, *, sub_traces: bool = False) -> nx.DiGraph:
     """Return a trace's goal tree as a DiGraph (node = goal id); `sub_traces` hangs sub-agents' goals under their goal.
 

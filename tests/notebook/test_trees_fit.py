@@ -110,3 +110,20 @@ def test_auto_orientation_is_top_down_only_when_everything_fits():
     big = draw_tree(wide_tree(200), orientation="auto")
     assert small.get_size_inches()[0] > small.get_size_inches()[1]  # wider than tall: top-down
     assert big.get_size_inches()[1] > big.get_size_inches()[0]      # taller than wide: left to right
+
+
+def test_a_deep_tree_left_to_right_gets_narrower_labels_and_more_levels():
+    from cyber_agent.notebook.tree_fit import wrap_label
+
+    graph = nx.DiGraph([(0, 1), (0, 2), (0, 3)] + [(n, n + 3) for n in range(1, 28)])  # three chains, 10 levels deep
+    for node, data in graph.nodes(data=True):
+        data.update(status="completed", role="goal", kind="goal",
+                    label=f"{node}. Compute the revenue of one region from the ledger")
+    graph.graph["root"] = 0
+    fig = draw_tree(graph, orientation="horizontal")
+    (points,) = [c for c in fig.axes[0].collections if isinstance(c, PathCollection)]
+    levels = {round(float(x), 3) for x, _ in points.get_offsets()}
+    assert len(levels) >= 7  # 40-character labels would leave room for 4 levels
+    lines = [line for text in fig.axes[0].texts for line in text.get_text().split("\n")]
+    assert max(len(line) for line in lines) <= 20 and max(t.get_text().count("\n") for t in fig.axes[0].texts) <= 3
+    assert wrap_label("one two three four five six seven eight nine ten", 9, max_lines=3) == "one two\nthree\nfour …"

@@ -53,11 +53,15 @@ def test_a_failed_agent_leaves_its_plan_open_and_the_goal_tree_shows_it(sample):
     store, written = sample
     frames = to_frames(store, messages=False)
     failed = frames.traces.loc[frames.traces["status"] == "failed", "trace_id"].iloc[0]
-    assert frames.goals.loc[frames.goals["trace_id"] == failed, "status"].tolist() == ["in_progress"]
+    goals = frames.goals[frames.goals["trace_id"] == failed].sort_values("position")
+    assert goals["status"].tolist() == ["in_progress", "completed", "in_progress", "pending"]
     graph = goal_graph(frames, written.root_trace_id, sub_traces=True)
-    assert graph.nodes[f"{failed}/1"]["status"] == "failed"
+    drawn = [graph.nodes[f"{failed}/{goal}"]["status"] for goal in goals["goal_id"]]
+    assert drawn == ["failed", "completed", "failed", "failed"]
     kinds = Counter(d["kind"] for _, d in graph.nodes(data=True))
-    assert kinds == {"goal": written.agents, "trace": written.agents - 1}  # one goal each; every agent but the root hangs under one
+    assert kinds == {"goal": 4 * written.agents, "trace": written.agents - 1}  # an objective and three steps each
+    delegated = [n for n, d in graph.nodes(data=True) if d.get("role") == "agent_call"]
+    assert all(graph.nodes[child]["kind"] == "trace" for n in delegated for child in graph.successors(n))
 
 
 async def test_the_same_seed_writes_the_same_tree(tmp_path):

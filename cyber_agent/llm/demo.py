@@ -11,6 +11,8 @@ Recognised tasks (see docs/llm.md):
   (or compute each region itself when it has no `agent` tool), pick the top region.
 - "revenue of region R ... <file>.csv": read the CSV, sum units × unit_price for R.
 - an arithmetic expression ("what is 17 * 23 + 4?"): compute it with `evaluate`.
+- a grading request (`cyber_agent/llm/demo_checks.py:grading_request`): compare the submitted
+  answer with the expected one and reply `GRADE: CORRECT` or `GRADE: INCORRECT`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from cyber_agent.llm.demo_checks import GRADING_HEADER, grade_reply
 from cyber_agent.llm.types import DeltaCallback, LLMResponse, ToolCall, Usage
 
 __all__ = ["DemoModel"]
@@ -113,6 +116,8 @@ def _decide(state: _State) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
     from cyber_agent.llm.demo_recursive import recursive_step
 
     task = state.task
+    if task.startswith(GRADING_HEADER):
+        return grade_reply(task), []
     csv = _CSV_PATH.search(task)
     step = recursive_step(state, _rows, csv.group(0) if csv else None)
     if step is not None:

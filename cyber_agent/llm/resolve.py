@@ -1,4 +1,4 @@
-"""Turn a model spec string ("openai:gpt-4o-mini", "anthropic:...", "replay:PATH", "demo") into an LLMCall."""
+"""Turn a model spec string ("openai:gpt-4o-mini", "anthropic:...", "replay:PATH", "demo", "fallible:0.3") into an LLMCall."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ from cyber_agent.llm.types import LLMCall
 
 __all__ = ["Provider", "ResolvedModel", "resolve_llm"]
 
-Provider = Literal["openai", "anthropic", "replay", "demo"]
+Provider = Literal["openai", "anthropic", "replay", "demo", "fallible"]
 """The spec prefixes `resolve_llm` understands."""
 
 _PROVIDERS: tuple[str, ...] = get_args(Provider)
-_FORMS = {"openai": "openai:MODEL", "anthropic": "anthropic:MODEL", "replay": "replay:PATH", "demo": "demo"}
+_FORMS = {"openai": "openai:MODEL", "anthropic": "anthropic:MODEL", "replay": "replay:PATH", "demo": "demo",
+          "fallible": "fallible:RATE"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +81,11 @@ def resolve_llm(spec: str, *, record_to: str | Path | None = None, **options: An
 
         replay = _build(ReplayLLM, {"path": rest, **options}, spec)
         llm_call, model = replay, replay.model  # type: ignore[attr-defined]
+    elif prefix == "fallible":
+        from cyber_agent.llm.fallible import FallibleModel, parse_fallible_spec
+
+        model = f"fallible:{rest}" if rest else "fallible"
+        llm_call = _build(FallibleModel, {**parse_fallible_spec(rest), "name": model, **options}, spec)
     else:
         try:
             demo_module = importlib.import_module("cyber_agent.llm.demo")

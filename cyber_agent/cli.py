@@ -1,4 +1,5 @@
-"""The `cyber-agent` command line: run, show, demo, serve, extractions."""
+"""The `cyber-agent` command line: run, show, demo, serve, extractions, and the store commands
+(copy, export, import, stop: `cyber_agent/cli_store.py`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+from cyber_agent.cli_store import STORE_COMMANDS, add_store_commands, store_command
 from cyber_agent.errors import CyberAgentError
 
 __all__ = ["main"]
@@ -23,10 +25,10 @@ DEMO_ANCHOR = {
 }
 
 
-def _store(path: str):  # noqa: ANN202 - returns a TraceStore
-    from cyber_agent.trace import FileSystemTraceStore
+def _store(url: str | None):  # noqa: ANN202 - returns a TraceStore
+    from cyber_agent.trace import open_store
 
-    return FileSystemTraceStore(path)
+    return open_store(url)
 
 
 async def _run(
@@ -54,7 +56,7 @@ async def _run(
     if usage:
         print(f"tree budget used: {usage['agents']} agents, {usage['llm_calls']} LLM calls, "
               f"{usage['validation_tool_calls']} validation tool calls")
-    print(f"trace id: {trace.trace_id}  (store: {store_path}; `cyber-agent show {trace.trace_id}`)")
+    print(f"trace id: {trace.trace_id}  (store: {store!r}; `cyber-agent show {trace.trace_id}`)")
     return 0 if trace.status == "completed" else 1
 
 
@@ -78,7 +80,8 @@ async def _show(trace_id: str, store_path: str) -> int:
 
     store = _store(store_path)
     if await store.get_trace(trace_id) is None:
-        print(f"no trace {trace_id!r} in {store_path}; list them with: ls {store_path}", file=sys.stderr)
+        print(f"no trace {trace_id!r} in {store!r}; pick the store with --store URL (file:.trace, sqlite:///runs.db)",
+              file=sys.stderr)
         return 1
     print(await render_trace_tree(store, trace_id))
     totals = await _tree_totals(store, trace_id)
@@ -90,7 +93,7 @@ def _add_server_commands(sub: argparse._SubParsersAction) -> None:
     serve = sub.add_parser("serve", help="run the local Trace API (REST + WebSocket) with uvicorn")
     serve.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
-    serve.add_argument("--store", default=argparse.SUPPRESS, help="trace store directory (default .trace)")
+    serve.add_argument("--store", default=argparse.SUPPRESS, help="store URL (default: $CYBER_AGENT_STORE, else file:.trace)")
     serve.add_argument("--workspace", default=None, help="directory the default runner's tools work in")
     serve.add_argument("--runner-factory", default=None,
                        help="module:callable returning an AgentRunner for a store (or CYBER_AGENT_RUNNER_FACTORY)")
@@ -134,7 +137,8 @@ def _server_command(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run the command line."""
     parser = argparse.ArgumentParser(prog="cyber-agent", description="Run LLM agents and study what they did.")
-    parser.add_argument("--store", default=os.environ.get("CYBER_AGENT_STORE", ".trace"), help="trace store directory")
+    parser.add_argument("--store", default=None,
+                        help="store URL: file:.trace | sqlite:///runs.db | memory: (default: $CYBER_AGENT_STORE, else file:.trace)")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a task")
     run.add_argument("task")
@@ -149,10 +153,13 @@ def main(argv: list[str] | None = None) -> int:
     demo = sub.add_parser("demo", help="run the offline demo (no network)")
     demo.add_argument("--mode", choices=["legacy", "recursive"], default="recursive")
     _add_server_commands(sub)
+    add_store_commands(sub)
     args = parser.parse_args(argv)
     try:
         if args.command in ("serve", "extractions"):
             return _server_command(args)
+        if args.command in STORE_COMMANDS:
+            return asyncio.run(store_command(args))
         if args.command == "run":
             anchor = None
             if args.mode == "recursive":

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from cyber_agent.core.agent_mode import AgentPolicy
 from cyber_agent.core.archetypes import ArchetypeRegistry, SpawnGuard, SpawnRefusedError
 from cyber_agent.core.config import RunConfig
+from cyber_agent.core.stop import ancestry, persisted_stop_reason
 from cyber_agent.core.trace_setup import ChildSetup
 from cyber_agent.errors import ToolError
 from cyber_agent.trace.models import Trace
@@ -80,6 +81,9 @@ async def spawn_limits(
     fence = runner.interrupt_reason(parent.trace_id)
     if fence is not None:
         raise ChildNotCreatedError(_fence_refusal(parent.trace_id, fence))
+    stopped = await persisted_stop_reason(runner.trace_store, await ancestry(runner.trace_store, parent))
+    if stopped is not None:  # a stop persisted by any process: no child of a stopped subtree starts
+        raise ChildNotCreatedError(f"not started: {stopped}")
     depth = parent.lineage.depth + 1
     if depth > policy.max_depth:
         if policy.is_recursive:

@@ -24,7 +24,8 @@ from cyber_agent.core.hooks import PostTurnHook, ProgressEvent, StopHook
 from cyber_agent.core.resource_budget import ResourceBudgetController
 from cyber_agent.core.run_state import RunServices, RunState
 from cyber_agent.core.runner_api import RunContext, RunEvent, RunResult
-from cyber_agent.core.stop import StopRegistry
+from cyber_agent.core.stop import StopRegistry, ancestry
+from cyber_agent.core.stop import request_stop as persist_stop
 from cyber_agent.core.tool_rights import SIDE_BRANCH_FORBIDDEN
 from cyber_agent.core.trace_setup import ChildSetup, effective_config, prepare_run
 from cyber_agent.core.turn import AwaitApproval, Continue, Finish, TurnOutcome, end_run, refresh, take_turn
@@ -120,6 +121,7 @@ class AgentRunner:
             llm, model = self._resolve_llm(config)
         services = self._services()
         state = await prepare_run(services, list(messages), config, child)
+        state.ancestry = await ancestry(self.trace_store, state.trace)
         trace_id = state.trace.trace_id
         self.stops.register(trace_id, parent_id=state.trace.parent_trace_id, propagate=state.policy.propagate_stop)
         started = time.perf_counter()
@@ -199,6 +201,11 @@ class AgentRunner:
 
     def request_stop(self, trace_id: str, reason: str = "stop requested") -> list[str]:
         """Alias of `stop`."""
+        return self.stop(trace_id, reason)
+
+    async def stop_everywhere(self, trace_id: str, reason: str = "stop requested") -> list[str]:
+        """Stop the trace's subtree here and persist the stop, so runs of it in other processes halt too."""
+        await persist_stop(self.trace_store, trace_id, reason)
         return self.stop(trace_id, reason)
 
     def register_recursive_child(self, trace_id: str, parent_id: str, *, queued: bool = True) -> None:

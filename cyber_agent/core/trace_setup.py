@@ -228,6 +228,10 @@ async def _prepare_existing(services: RunServices, messages: list[dict[str, Any]
         raise TraceNotFoundError(config.trace_id or "")
     if trace.status == "running" and trace.trace_id in services.stops:
         raise RunError(f"trace {trace.trace_id!r} is already running in this process; stop it first")
+    # Continuing a trace is the user's answer to its stop: its own persisted stop is withdrawn
+    # (a stop of an ancestor's subtree still holds, and halts the continued run at once).
+    if await store.get_stop_requests([trace.trace_id]):
+        await store.clear_stop(trace.trace_id)
     from cyber_agent.core.approvals import current_batch
 
     batch = await current_batch(store, trace.trace_id)

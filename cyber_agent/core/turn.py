@@ -114,7 +114,7 @@ def _rights_notice(state: RunState) -> str | None:
 async def _before_call(ctx: RunContext, state: RunState) -> Finish | None:
     """Halt checks and context compaction before the provider call."""
     services = ctx.services
-    halt = services.halt_reason(state) or stop_hook_reason(services, state)
+    halt = await services.halt_reason(state) or stop_hook_reason(services, state)
     if halt is not None:
         return Finish(status="stopped", error=halt)
     services.progress("iteration", state)
@@ -195,7 +195,7 @@ async def _after_response(
     ctx: RunContext, state: RunState, response: LLMResponse, assistant: Message, booked: Finish | str | None,
 ) -> AsyncIterator[RunEvent | TurnOutcome]:
     services = ctx.services
-    halt = services.halt_reason(state)
+    halt = await services.halt_reason(state)
     if isinstance(booked, Finish):
         yield booked
     elif halt is not None:

@@ -31,7 +31,7 @@ from cyber_agent.tools.registry import ToolRegistry
 from cyber_agent.trace.memory_store import InMemoryTraceStore
 from cyber_agent.trace.models import Trace
 from cyber_agent.trace.protocols import TraceStore
-from cyber_agent.trace.store import FileSystemTraceStore
+from cyber_agent.trace.store_url import STORE_ENV, open_store
 
 __all__ = ["Mode", "RunHandle", "launch", "run_config"]
 
@@ -60,9 +60,10 @@ def run_config(
 
 def _store(store: TraceStore | str | os.PathLike[str] | None) -> TraceStore:
     if store is None:
-        return InMemoryTraceStore()
+        # A notebook's throw-away default; CYBER_AGENT_STORE makes every launch persist.
+        return open_store(os.environ[STORE_ENV]) if os.environ.get(STORE_ENV) else InMemoryTraceStore()
     if isinstance(store, (str, os.PathLike)):
-        return FileSystemTraceStore(store)
+        return open_store(store)  # a store URL, or a plain path (a folder; a *.db file is SQLite)
     return store
 
 
@@ -260,8 +261,8 @@ async def launch(
 ) -> RunHandle:
     """Start a run on the background loop and return its handle once its root trace exists.
 
-    `store`: a TraceStore, a directory for a FileSystemTraceStore, or None for an in-memory
-    store. `progress`: None/True shows live progress (a widget in a kernel, text lines
+    `store`: a TraceStore, a store URL (`file:.trace`, `sqlite:///runs.db`, `memory:`), a plain
+    path, or None (`CYBER_AGENT_STORE` if set, else an in-memory store). `progress`: None/True shows live progress (a widget in a kernel, text lines
     elsewhere), False shows nothing. Other keyword arguments are RunConfig fields.
     """
     config = run_config(mode=mode, model=model, workspace=workspace, max_iterations=max_iterations, **run_config_fields)

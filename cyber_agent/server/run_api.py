@@ -127,8 +127,10 @@ async def _rewind_point(state: ServerState, trace: Trace, message_id: str) -> in
 
 @router.post("/api/traces/{trace_id}/stop", response_model=StopResult, responses=error_responses(404, 422))
 async def stop_trace(state: State, trace_id: TraceId) -> StopResult:
-    """Stop a trace: flag its run (recursive: the subtree), cancel a pending approval batch."""
+    """Stop a trace: persist the stop of its subtree, flag its run here, cancel a pending approval batch."""
     trace = await _require(state, trace_id)
+    # Persisted first: runs of this subtree in other processes sharing the store halt at their next check.
+    await state.store.request_stop(trace_id, STOP_REASON, subtree=True)
     flagged = state.runs.request_stop(trace_id, STOP_REASON)
     batch = await cancel_batch(state.store, trace_id, reason=STOP_REASON)
     idle = not flagged and not state.runs.is_running(trace_id)

@@ -29,6 +29,7 @@ from cyber_agent.experiments.limiter import LimiterState, ProviderLimits
 from cyber_agent.experiments.progress import ProgressObserver, SweepProgress, safe_observer
 from cyber_agent.experiments.scorers import Scorer
 from cyber_agent.experiments.tasks import SweepTask
+from cyber_agent.tools.registry import ToolRegistry
 from cyber_agent.trace.protocols import TraceStore
 from cyber_agent.trace.sweep_records import SweepCellRecord
 
@@ -105,7 +106,7 @@ def _no_slot() -> AbstractAsyncContextManager[None]:
 
 
 async def run_attempts(sweep: Sweep, status: CellStatus, store: TraceStore, limits: ProviderLimits | None, *,
-                       tracker: _Tracker | None = None,
+                       registry: ToolRegistry | None = None, tracker: _Tracker | None = None,
                        slot: Callable[[], AbstractAsyncContextManager[None]] = _no_slot) -> SweepCellRecord:
     """Run a cell's attempts (each inside `slot()`) until one is scored or the retries are used up; return the last."""
     attempt, errors = status.next_attempt, status.errors
@@ -113,7 +114,7 @@ async def run_attempts(sweep: Sweep, status: CellStatus, store: TraceStore, limi
         async with slot():
             if tracker is not None:
                 tracker.start()
-            record = await run_cell(sweep, status.cell, attempt, store, limits)
+            record = await run_cell(sweep, status.cell, attempt, store, limits, registry)
             if tracker is not None:
                 tracker.attempt(record)
         if record.state == "scored":
@@ -138,7 +139,10 @@ def _needs_rescore(sweep: Sweep, status: CellStatus) -> bool:
 
 async def _run_asyncio(sweep: Sweep, todo: list[CellStatus], store: TraceStore, limits: ProviderLimits,
                        concurrency: int, tracker: _Tracker) -> None:
+    from cyber_agent.core.runner import default_registry
+
     gate = asyncio.Semaphore(concurrency)
+    registry = default_registry()
 
     def slot_for(status: CellStatus) -> Callable[[], AbstractAsyncContextManager[None]]:
         limiter = limits.limiter(status.cell.model.limiter_key)
@@ -152,7 +156,8 @@ async def _run_asyncio(sweep: Sweep, todo: list[CellStatus], store: TraceStore, 
 
     async with asyncio.TaskGroup() as group:
         for status in todo:
-            group.create_task(run_attempts(sweep, status, store, limits, tracker=tracker, slot=slot_for(status)))
+            group.create_task(run_attempts(sweep, status, store, limits, registry=registry, tracker=tracker,
+                                           slot=slot_for(status)))
 
 
 async def run_sweep(
@@ -183,7 +188,10 @@ async def run_sweep(
             await _rescore(sweep, status, store, limits)
     todo = [s for s in statuses if not s.done and not s.exhausted(sweep.max_retries)]
     if backend == "asyncio":
-        await _run_asyncio(sweep, todo, store, limits, concurrency, tracker)
+        try:
+            await _run_asyncio(sweep, todo, store, limits, concurrency, tracker)
+        finally:
+            await limits.aclose()
     else:
         raise ConfigurationError("backend", f"unknown backend {backend!r}; use asyncio, process or ray")
     final = await read_ledger(store, sweep)

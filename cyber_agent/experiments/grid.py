@@ -31,7 +31,8 @@ Mode = Literal["legacy", "recursive"]
 
 _MODES: tuple[str, ...] = get_args(Mode)
 _NAMESPACE = uuid.UUID("0e3f9a52-7c1d-4b8e-a6f2-3d95c1b7e408")
-_NOT_IDENTITY = frozenset({"api_key", "transport", "client", "env", "sleep", "prices"})
+# Secrets and plumbing: they change how a call travels, not what the model answers.
+_NOT_IDENTITY = frozenset({"api_key", "transport", "client", "env", "sleep", "prices", "retry", "timeout"})
 # Set by the sweep for every cell; an override may not change them.
 _RESERVED = frozenset({"model", "agent_mode", "root_task_anchor", "trace_id", "new_trace_id", "parent_trace_id",
                        "parent_goal_id", "after_sequence", "side_branch", "workspace"})
@@ -51,7 +52,8 @@ class ModelEntry:
     spec: str
     """Model spec: `fallible:0.3`, `demo`, `openai:gpt-4o-mini`, ..."""
     options: Mapping[str, Any] = field(default_factory=dict)
-    """Options for `resolve_llm` (base_url, timeout, ...); api_key and transport are never hashed."""
+    """Options for `resolve_llm` (base_url, stream, ...); api_key, transport, client, env, sleep, prices, retry and
+    timeout are not part of the cell key, every other option must be JSON data."""
     label: str | None = None
     """Name in frames and charts; default: the spec."""
     provider: str | None = None

@@ -71,6 +71,8 @@ class LimiterState:
     """429s seen."""
     cuts: int
     """Times the limit was cut."""
+    lowest: int
+    """The lowest the limit went."""
     blocked_for: float
     """Seconds until calls may go again (0 when not blocked)."""
 
@@ -86,6 +88,7 @@ class AdaptiveLimiter:
         self.in_flight = 0
         self.rate_limited = 0
         self.cuts = 0
+        self.lowest = self.limit
         self._clock = clock
         self._sleep = sleep
         self._blocked_until = 0.0
@@ -134,13 +137,14 @@ class AdaptiveLimiter:
         self._successes = 0
         if now >= self._no_cut_before:
             self.limit = max(self.policy.minimum, int(self.limit * self.policy.decrease))
+            self.lowest = min(self.lowest, self.limit)
             self.cuts += 1
             self._no_cut_before = self._blocked_until
 
     def state(self) -> LimiterState:
         """A snapshot for progress views and tests."""
         return LimiterState(key=self.key, limit=self.limit, in_flight=self.in_flight, rate_limited=self.rate_limited,
-                            cuts=self.cuts, blocked_for=max(0.0, self._blocked_until - self._clock()))
+                            cuts=self.cuts, lowest=self.lowest, blocked_for=max(0.0, self._blocked_until - self._clock()))
 
 
 @dataclass(kw_only=True)
@@ -154,6 +158,7 @@ class ProviderLimits:
     clock: Clock = time.monotonic
     sleep: Sleep = asyncio.sleep
     _limiters: dict[str, AdaptiveLimiter] = field(default_factory=dict, init=False, repr=False)
+    _transports: dict[str, RateLimitTransport] = field(default_factory=dict, init=False, repr=False)
 
     def limiter(self, key: str) -> AdaptiveLimiter:
         """The limiter of a provider key."""
@@ -165,6 +170,21 @@ class ProviderLimits:
     def states(self) -> dict[str, LimiterState]:
         """Snapshots of every limiter used so far."""
         return {key: limiter.state() for key, limiter in self._limiters.items()}
+
+    def transport(self, key: str, inner: httpx.AsyncBaseTransport | None = None) -> RateLimitTransport:
+        """The wire observer of a provider: around `inner` (a transport of the caller's, not shared), or one
+        shared HTTP transport per provider (opening one costs more than a short call; `aclose` closes it)."""
+        if inner is not None:
+            return RateLimitTransport(inner, self.limiter(key))
+        if key not in self._transports:
+            self._transports[key] = RateLimitTransport(httpx.AsyncHTTPTransport(), self.limiter(key))
+        return self._transports[key]
+
+    async def aclose(self) -> None:
+        """Close the shared transports (at the end of a sweep run, on the loop that used them)."""
+        transports, self._transports = list(self._transports.values()), {}
+        for transport in transports:
+            await transport.close_inner()
 
 
 class RateLimitTransport(httpx.AsyncBaseTransport):
@@ -189,7 +209,7 @@ class RateLimitTransport(httpx.AsyncBaseTransport):
         return None
 
     async def close_inner(self) -> None:
-        """Close the wrapped transport (the cell that made it calls this once)."""
+        """Close the wrapped transport (its owner calls this once)."""
         await self.inner.aclose()
 
 
@@ -204,13 +224,19 @@ class LimitedLLM:
         self.calls = 0
         self.tokens = 0
         self.cost = 0.0
+        self.failures: list[str] = []
+        """Every call that raised, as `Type: message` (the runner turns them into a failed run)."""
 
     async def __call__(self, messages: list[dict[str, Any]], model: str, tools: list[dict[str, Any]] | None = None,
                        temperature: float | None = None, *, on_delta: DeltaCallback | None = None) -> LLMResponse:
         """Call the model once its provider may be called; count the call, its tokens and cost."""
         if self.limiter is not None:
             await self.limiter.ready()
-        response = LLMResponse.coerce(await self.inner(messages, model, tools, temperature, on_delta=on_delta))
+        try:
+            response = LLMResponse.coerce(await self.inner(messages, model, tools, temperature, on_delta=on_delta))
+        except Exception as exc:  # counted, then raised on: the runner decides what the run does with it
+            self.failures.append(f"{type(exc).__name__}: {exc}")
+            raise
         self.calls += 1
         self.tokens += response.usage.total_tokens
         self.cost += response.cost

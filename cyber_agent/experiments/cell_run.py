@@ -65,9 +65,17 @@ def build_model(entry: ModelEntry, seed: int, limits: ProviderLimits | None) -> 
     return CellModel(llm=LimitedLLM(llm, limiter, observe=not wired), model=model)
 
 
-async def _agents(store: TraceStore, root_id: str) -> int:
-    records = await store.read_records([root_id], messages=False, events=False)
-    return sum(1 for r in records if (r.trace.get("lineage") or {}).get("created_by_tool") != "validator")
+async def _agents(store: TraceStore, root: Trace) -> int:
+    """Traces of the tree that are not validators, without walking the store.
+
+    A recursive tree books every agent it starts in its usage record (validators are not
+    agents); a legacy tree is one level deep, so it is the root and its direct children.
+    """
+    if root.lineage.mode == "recursive":
+        usage = await store.get_resource_usage(root.trace_id)
+        if usage is not None and isinstance(usage.get("agents"), int):
+            return int(usage["agents"])
+    return 1 + root.lineage.child_count
 
 
 async def score_record(sweep: Sweep, cell: SweepCell, record: SweepCellRecord, store: TraceStore,
@@ -126,7 +134,7 @@ async def run_cell(sweep: Sweep, cell: SweepCell, attempt: int, store: TraceStor
             return await _record_error(store, cell, record, f"model call failed: {built.llm.failures[-1]}", started)
         record = record.model_copy(update={
             "run_status": result.status, "answer": result.answer, "tokens": built.llm.tokens, "cost": built.llm.cost,
-            "llm_calls": built.llm.calls, "agents": await _agents(store, result.trace.trace_id),
+            "llm_calls": built.llm.calls, "agents": await _agents(store, result.trace),
         })
         record = await score_record(sweep, cell, record, store, limits)
     except asyncio.CancelledError:

@@ -9,7 +9,7 @@ On the asyncio backend each cell first takes one of its provider's adaptive slot
 the `concurrency` global slots: a provider that is cut back holds no global slot while it
 waits, so the others keep their throughput. The process pool and Ray backends
 (`cyber_agent/experiments/pool.py`) run the same `run_attempts` in workers that open the
-store by URL.
+store by URL; the driver hands out cells and reads the results back from the store.
 """
 
 from __future__ import annotations
@@ -100,6 +100,18 @@ class _Tracker:
         self.failed += 1
         self.push()
 
+    def finish(self, record: SweepCellRecord, new_errors: int, max_retries: int, prior_errors: int) -> None:
+        """A cell run elsewhere came back: count its errored attempts and how it ended."""
+        self.running -= 1
+        self.errors += new_errors
+        if record.state == "scored":
+            self.done += 1
+            self.cost += record.cost
+            self.tokens += record.tokens
+        elif prior_errors + new_errors > max_retries:
+            self.failed += 1
+        self.push()
+
 
 def _no_slot() -> AbstractAsyncContextManager[None]:
     return nullcontext()
@@ -174,8 +186,10 @@ async def run_sweep(
     """Run every cell of `sweep` that the store does not hold finished yet; return the report.
 
     `concurrency` bounds cells in flight (asyncio backend); `limits` sets the per-provider
-    adaptive policies. `backend="process"` or `"ray"` needs `store_url` (e.g. `sqlite:///sweep.db`)
-    so workers can open the same store; `workers` sizes the pool (default: CPU count).
+    adaptive policies. `backend="process"` or `"ray"` runs cells in worker processes that open
+    the store by URL (`store_url`, default: the URL of `store` — SQLite or a file store; a
+    memory store cannot be shared); `workers` bounds the cells in flight there (default:
+    `concurrency`).
     """
     if concurrency < 1:
         raise ConfigurationError("concurrency", f"must be >= 1, got {concurrency}")
@@ -192,6 +206,15 @@ async def run_sweep(
             await _run_asyncio(sweep, todo, store, limits, concurrency, tracker)
         finally:
             await limits.aclose()
+    elif backend in ("process", "ray"):
+        from cyber_agent.experiments.pool import run_elsewhere
+        from cyber_agent.trace.store_url import store_url_of
+
+        url = store_url or store_url_of(store)
+        if url is None:
+            raise ConfigurationError("store_url", f"the {backend} backend opens the store in other processes; use a store "
+                                     "they can open (sqlite:///sweep.db or file:DIR) or pass store_url=")
+        await run_elsewhere(backend, sweep, todo, url, workers=workers or concurrency, tracker=tracker)
     else:
         raise ConfigurationError("backend", f"unknown backend {backend!r}; use asyncio, process or ray")
     final = await read_ledger(store, sweep)

@@ -110,7 +110,8 @@ class AgentRunner:
         self, messages: Sequence[dict[str, Any]] = (), config: RunConfig | None = None, *, child: ChildSetup | None = None
     ) -> AsyncIterator[RunEvent]:
         """Run (or continue) a trace, yielding the Trace at start and end and every new Message."""
-        config = await effective_config(self.trace_store, config or RunConfig())
+        # Unset provider settings and dialect come from the environment once, so the snapshot records them.
+        config = (await effective_config(self.trace_store, config or RunConfig())).with_environment()
         if config.trace_id is None:
             definition = self.archetypes_for(config.workspace).get(config.agent_type)
             if definition is not None:  # an archetype fills prompt, tools and limits the caller left open (H7)
@@ -270,7 +271,7 @@ class AgentRunner:
             return self.llm_call, config.model
         from cyber_agent.llm.resolve import resolve_llm
 
-        resolved = resolve_llm(config.model)
+        resolved = resolve_llm(config.model, settings=config.provider)
         self._providers[id(resolved.llm_call)] = resolved.provider
         return resolved.llm_call, resolved.model
 

@@ -19,9 +19,18 @@ from typing import Any
 
 from cyber_agent.llm.demo_checks import arithmetic_value, numbers_in
 
-__all__ = ["FIRST_READ_LINES", "recursive_step"]
+__all__ = ["FIRST_READ_LINES", "RECURSIVE_HELP", "recursive_step"]
 
 FIRST_READ_LINES = 12
+RECURSIVE_HELP = (
+    "I am the offline demo model. In recursive mode I can report the revenue (units × unit_price) "
+    "per region of a CSV file in data/ and name the top region, e.g. 'Report the revenue per region "
+    "from data/sales.csv and name the top region.' with cyber_agent.cli.DEMO_ANCHOR as the root task "
+    "anchor, compute one region's revenue, or compute an arithmetic expression. This task is none of "
+    "those; configure a real provider (openai:..., anthropic:...) for it. The tasks I know are listed "
+    "in docs/notebook.md."
+)
+"""The recursive root's answer to a task it does not know (its validator fails it at once, saying why)."""
 Step = tuple[str, list[tuple[str, dict[str, Any]]]]
 
 _CLAIM = re.compile(r"(?:Region\s+)?([A-Z][\w-]*):\s*(?:revenue\s+)?(-?\d+(?:\.\d+)?)")
@@ -38,8 +47,12 @@ def recursive_step(state: Any, rows_of: Any, csv_path: str | None) -> Step | Non
         return _reviewer(state)
     if "submit_report" in state.tools and "# Task brief" in state.task:
         return _child(state, rows_of, csv_path)
-    if "# Root task" in state.all_user_text and csv_path:
-        return _root(state, csv_path)
+    if "# Root task" in state.all_user_text:
+        if csv_path and ("per region" in state.task.lower() or _SINGLE_REGION.search(state.task)):
+            return _root(state, csv_path)
+        if not csv_path and _EXPRESSION.search(state.task) and "evaluate" in state.tools:
+            return None  # an arithmetic root computes as a legacy agent does; its validator recomputes
+        return RECURSIVE_HELP, []
     return None
 
 
@@ -203,12 +216,17 @@ def _validator(state: Any, rows_of: Any) -> Step:
         return "", calls
     criteria = re.findall(r"^(\d+)\. (.+)$", task.split("Completion criteria:")[1].split("\n\n")[0], re.M)
     claim_text = task.split("(claim):", 1)[1].split("\n\nFinish with", 1)[0] if "(claim):" in task else ""
+    if claim_text.strip().startswith("{"):
+        claim_text = "\n".join(json.loads(claim_text).get("outputs", []))
+    if RECURSIVE_HELP[:40] in claim_text:
+        evidence = "the answer is the offline demo model saying it cannot do this task (see its text)"
+        verdicts = [{"criterion": int(number), "verdict": "fail", "evidence": evidence} for number, _ in criteria]
+        summary = "the offline demo model does not know this task (docs/notebook.md lists the tasks it knows)"
+        return "", [("submit_validation", {"verdicts": verdicts, "summary": summary})]
     if path_match is None:
         verdicts = [_judge_arithmetic(int(number), criterion, claim_text) for number, criterion in criteria]
         summary = "; ".join(f"{v['criterion']}: {v['verdict']}" for v in verdicts)
         return "", [("submit_validation", {"verdicts": verdicts, "summary": summary})]
-    if claim_text.strip().startswith("{"):
-        claim_text = "\n".join(json.loads(claim_text.split("\n\nFinish")[0]).get("outputs", []))
     claims = _claims(claim_text)
     reads = state.results("read_file")
     truth = _totals(rows_of(reads[-1])) if reads else {}

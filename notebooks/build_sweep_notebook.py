@@ -19,7 +19,6 @@ from build_notebooks import code, md
 from build_notebooks import main as build_all
 
 SETUP = """\
-%matplotlib inline
 from pathlib import Path
 
 import pandas as pd

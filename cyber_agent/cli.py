@@ -1,5 +1,5 @@
-"""The `cyber-agent` command line: run, show, demo, serve, extractions, export-otel, and the store
-commands (copy, export, import, stop: `cyber_agent/cli_store.py`)."""
+"""The `cyber-agent` command line: run, show, demo, serve, extractions, export-otel, the store
+commands (copy, export, import, stop: `cyber_agent/cli_store.py`) and sweep (`cyber_agent/cli_sweep.py`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from cyber_agent.cli_store import STORE_COMMANDS, add_store_commands, store_command
+from cyber_agent.cli_sweep import add_sweep_command, sweep_command
 from cyber_agent.errors import CyberAgentError
 
 __all__ = ["main"]
@@ -196,12 +197,15 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--mode", choices=["legacy", "recursive"], default="recursive")
     _add_server_commands(sub)
     add_store_commands(sub)
+    add_sweep_command(sub)
     args = parser.parse_args(argv)
     try:
         if args.command in ("serve", "extractions", "export-otel"):
             return _server_command(args)
         if args.command in STORE_COMMANDS:
             return asyncio.run(store_command(args))
+        if args.command == "sweep":
+            return asyncio.run(sweep_command(args))
         if args.command == "run":
             anchor = None
             if args.mode == "recursive":

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         XmlDialect,
         choose_dialect,
     )
+    from cyber_agent.llm.fallible import FallibleModel
     from cyber_agent.llm.fakes import (
         FunctionModel,
         ModelFunction,
@@ -52,6 +53,7 @@ __all__ = [
     "DialectLLM",
     "DialectName",
     "Exchange",
+    "FallibleModel",
     "FunctionModel",
     "LLMCall",
     "LLMResponse",
@@ -98,6 +100,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "anthropic_format": ("to_anthropic_messages", "to_anthropic_tools"),
     "demo": ("DemoModel",),
     "dialects": ("DialectLLM", "DialectName", "NativeDialect", "PFormatDialect", "ToolDialect", "XmlDialect", "choose_dialect"),
+    "fallible": ("FallibleModel",),
     "fakes": ("FunctionModel", "ModelFunction", "ModelRequest", "Reply", "ScriptedModel", "ToolCallSpec"),
     "http_retry": ("DEFAULT_TIMEOUT", "RetryPolicy", "Sleep"),
     "openai_compat": ("OPENAI_DEFAULT_BASE_URL", "OpenAICompatModel"),

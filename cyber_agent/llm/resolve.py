@@ -1,4 +1,4 @@
-"""Turn a model spec string ("openai:gpt-4o-mini", "anthropic:...", "replay:PATH", "demo") into an LLMCall."""
+"""Turn a model spec string ("openai:gpt-4o-mini", "anthropic:...", "replay:PATH", "demo", "fallible:0.3") into an LLMCall."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from cyber_agent.llm.types import LLMCall
 
 __all__ = ["Provider", "ResolvedModel", "resolve_llm"]
 
-Provider = Literal["openai", "anthropic", "replay", "demo"]
+Provider = Literal["openai", "anthropic", "replay", "demo", "fallible"]
 """The spec prefixes `resolve_llm` understands."""
 
 _PROVIDERS: tuple[str, ...] = get_args(Provider)
 _FORMS = {"openai": "openai:MODEL", "anthropic": "anthropic:MODEL", "replay": "replay:PATH",
-          "demo": "demo[:latency=SECONDS]"}
+          "demo": "demo[:latency=SECONDS]", "fallible": "fallible:RATE"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,6 +103,11 @@ def resolve_llm(
 
         replay = _build(ReplayLLM, {"path": rest, **options}, spec)
         llm_call, model = replay, replay.model  # type: ignore[attr-defined]
+    elif prefix == "fallible":
+        from cyber_agent.llm.fallible import FallibleModel, parse_fallible_spec
+
+        model = f"fallible:{rest}" if rest else "fallible"
+        llm_call = _build(FallibleModel, {**parse_fallible_spec(rest), "name": model, **options}, spec)
     else:
         try:
             demo_module = importlib.import_module("cyber_agent.llm.demo")

@@ -116,9 +116,10 @@ def sql_event_rows(store: SQLiteTraceStore, records: Sequence[TraceRecord], name
         (listed,), = conn.execute(_PAYLOADS, (record.trace_id,)).fetchall()
         payloads = [p if isinstance(p, dict) else {} for p in loads(listed)]
         goals = [p.get("goal_id") or (g.get("id") if isinstance(g := p.get("goal"), dict) else None) for p in payloads]
-        for name, values in zip(_EVENT_COLUMNS, (
-                [record.trace_id] * len(rows), numbers, kinds, times, goals, sequences,
-                [p.get("trace_id") if k in _SUB_TRACE_EVENTS else None for p, k in zip(payloads, kinds, strict=True)],
-                [p.get("status") for p in payloads], payloads), strict=True):
-            cols[name].extend(values)
+        values: tuple[Sequence[Any], ...] = (
+            [record.trace_id] * len(rows), numbers, kinds, times, goals, sequences,
+            [p.get("trace_id") if k in _SUB_TRACE_EVENTS else None for p, k in zip(payloads, kinds, strict=True)],
+            [p.get("status") for p in payloads], payloads)
+        for name, column in zip(_EVENT_COLUMNS, values, strict=True):
+            cols[name].extend(column)
     return cols

@@ -25,6 +25,8 @@ NOT_REEXPORTED = {
     "settings": {"DEFAULT_CONNECT_TIMEOUT", "DEFAULT_READ_TIMEOUT", "DEFAULT_RETRIES", "DIALECT_ENV", "ENV_VARS"},
     "pytest_plugin": {"ScriptedModelFactory", "scripted_model"},
     "demo_recursive": {"FIRST_READ_LINES", "RECURSIVE_HELP", "recursive_step"},
+    "demo_checks": {"GRADING_HEADER", "NUMBER", "arithmetic_value", "grade_reply", "grading_request", "numbers_in"},
+    "fallible": {"TaskType", "parse_fallible_spec", "task_type"},
 }
 
 

@@ -60,7 +60,10 @@ async def _run(
     if usage:
         print(f"tree budget used: {usage['agents']} agents, {usage['llm_calls']} LLM calls, "
               f"{usage['validation_tool_calls']} validation tool calls")
-    print(f"trace id: {trace.trace_id}  (store: {store!r}; `cyber-agent show {trace.trace_id}`)")
+    from cyber_agent.trace.store_url import store_url_of
+
+    url = store_url_of(store) or "memory:"
+    print(f"trace id: {trace.trace_id}  (store: {url}; `cyber-agent --store {url} show {trace.trace_id}`)")
     return 0 if trace.status == "completed" else 1
 
 

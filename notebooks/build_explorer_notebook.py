@@ -24,7 +24,6 @@ from build_notebooks import main as build_all
 HERE = Path(__file__).resolve().parent
 
 SETUP = """\
-%matplotlib inline
 import tempfile
 from pathlib import Path
 

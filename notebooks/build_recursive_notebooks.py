@@ -26,7 +26,6 @@ from build_notebooks import main as build_all
 HERE = Path(__file__).resolve().parent
 
 SETUP = """\
-%matplotlib inline
 import tempfile
 from pathlib import Path
 
@@ -76,48 +75,44 @@ for constraint in DEMO_ANCHOR["constraints"]:
 
 `launch(..., mode="recursive", root_task_anchor=...)` starts the run on the toolkit's
 background loop and returns as soon as the root trace exists; the progress table below the
-cell updates live (agents and depth, LLM calls, tokens, the tool each agent is running).
-Traces go to a temporary store, so re-running never collides with an earlier run.
+cell updates live: agents and validators, depth, LLM calls, tokens, and one row per running
+agent with the tool it runs now. Traces go to a temporary store, so re-running never collides
+with an earlier run.
 
-The demo model answers instantly and never hands the event loop back, so a live view of it
-would jump straight from start to end. To watch the tree grow we give each of its calls
-30 ms of latency, as a real provider has: `llm_call=` takes any async callable with the
-model contract (here the demo model, wrapped).
+The demo model answers instantly, so a live view of it would jump straight from start to end.
+`model="demo:latency=0.02"` makes each of its replies wait 20 ms, as a provider's would, and the
+tree grows slowly enough to watch.
 """),
         code("""
 import asyncio
 
-from cyber_agent.llm.resolve import resolve_llm
 from cyber_agent.notebook import launch
-
-demo_model = resolve_llm("demo").llm_call
-
-
-async def demo_with_latency(*args, **kwargs):
-    await asyncio.sleep(0.03)  # lets the progress poller run between calls
-    return await demo_model(*args, **kwargs)
-
 
 TMP = tempfile.TemporaryDirectory(prefix="cyber-agent-nb02-")  # removed when the kernel exits
 STORE = Path(TMP.name)
-handle = await launch(DEMO_TASK, mode="recursive", model="demo", llm_call=demo_with_latency,
-                      store=STORE, workspace=REPO, root_task_anchor=DEMO_ANCHOR)
+handle = await launch(DEMO_TASK, mode="recursive", model="demo:latency=0.02", store=STORE, workspace=REPO,
+                      root_task_anchor=DEMO_ANCHOR)
 ROOT = handle.trace_id""", ignore=True),
         md("""
-The cell returned while the tree is still growing, so the kernel is free. `handle.progress` is
-the latest snapshot; here we print one line each time the shape of the tree changes (the exact
-lines depend on timing):
+The cell returned while the tree is still growing, so the kernel is free. `handle.snapshot` is
+the latest snapshot, and `handle.progress()` shows the live table again wherever it is called
+(Run All has scrolled the first one away by now):
+"""),
+        code("handle.progress()", ignore=True),
+        md("""
+The snapshot is plain data; here we print one line each time the shape of the tree changes
+(the exact lines depend on timing):
 """),
         code("""
 shape = None
 while not handle.done:
-    snapshot = handle.progress
-    if (snapshot.agents, snapshot.depth, snapshot.running) != shape:
-        shape = (snapshot.agents, snapshot.depth, snapshot.running)
+    snapshot = handle.snapshot
+    if (snapshot.agents, snapshot.validators, snapshot.depth) != shape:
+        shape = (snapshot.agents, snapshot.validators, snapshot.depth)
         print(snapshot.to_text())
     await asyncio.sleep(0.1)
 result = await handle.result()
-print(handle.progress.to_text())"""),
+print(handle.snapshot.to_text())"""),
         md("""
 ## The answer
 
@@ -201,8 +196,9 @@ root_checks[["criterion", "criterion_verdict", "criterion_evidence"]]""", check=
         md("""
 ## The goal trees
 
-Inside each trace the agent keeps a plan, a goal tree. The root's: goal 2 delegated the work
-(a square marks an `agent_call` goal), and goal 3 is still grey:
+Inside each trace the agent keeps a plan, a goal tree. The root's: goal 1 is the task, goal 2
+delegated the work (a square marks an `agent_call` goal) and completed once the delegate's
+report was accepted, goal 3 reported the top region. All three are green: completed.
 """),
         code("""
 from cyber_agent.notebook import draw_goal_tree
@@ -241,11 +237,10 @@ Notebook 04 walks the same protocol step by step with a widget; notebook 03 cove
 tree-wide budget a recursive root freezes at creation; notebook 05 loads exported trees
 (`data/exports/recursive_demo.jsonl` is this run) into pandas.
 
-Last, remove the temporary store (a kernel that is killed rather than shut down would leave it
-behind). To keep a run, pass `store=".trace"` to `launch`, or export it with
+The run stays in its temporary store until the kernel shuts down, so every cell above can be
+re-run and explored further. To keep a run, pass `store=".trace"` to `launch`, or export it with
 `export_traces(handle.store, ROOT, "my_run.jsonl")`.
 """),
-        code("TMP.cleanup()"),
     ]
 
 
@@ -378,10 +373,6 @@ reviews = pd.DataFrame([{"parent": labels[parent], **review}
                         for review in protocol.get("reviews", [])])
 reviews.assign(child=reviews["child_trace_id"].map(labels))[["parent", "child", "decision", "feedback"]]""",
              check=True),
-        md("If this notebook ran the demo itself (no export found), its temporary store goes now:"),
-        code("""
-if "TMP" in globals():
-    TMP.cleanup()"""),
     ]
 
 

@@ -93,12 +93,23 @@ def test_tools_do_not_import_core_except_the_runner_tools():
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
 
 
+ENTRY_POINTS_USING_NOTEBOOK = {"cli_store.py"}
+"""The CLI is an entry point on top of the package, like the server: its export/import commands
+use the notebook's export format (loaded inside the command, never at import)."""
+
+
 def test_nothing_imports_notebook():
     for path in PACKAGE.rglob("*.py"):
-        if "notebook" in path.relative_to(PACKAGE).parts:
+        if "notebook" in path.relative_to(PACKAGE).parts or path.relative_to(PACKAGE).as_posix() in ENTRY_POINTS_USING_NOTEBOOK:
             continue
         bad = {n for n in imports_of(path) if n.startswith("cyber_agent.notebook")}
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_importing_the_cli_loads_no_notebook_module():
+    code = "import sys, cyber_agent.cli; print(sorted(m for m in sys.modules if m.startswith('cyber_agent.notebook')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
 
 
 def test_modules_stay_under_the_defect_size():

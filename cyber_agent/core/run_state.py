@@ -20,7 +20,7 @@ from cyber_agent.core.approvals import ApprovalBatch
 from cyber_agent.core.harness import RunHarness
 from cyber_agent.core.hooks import PostTurnHook, ProgressEvent, ProgressKind, StopHook
 from cyber_agent.core.resource_budget import ResourceBudgetController
-from cyber_agent.core.stop import StopRegistry
+from cyber_agent.core.stop import StopRegistry, persisted_stop_reason
 from cyber_agent.errors import RunError
 from cyber_agent.tools.registry import ToolRegistry
 from cyber_agent.trace.models import Message, Trace
@@ -84,6 +84,8 @@ class RunState:
     """Directory tools are confined to (resolved on the first tool call)."""
     harness: RunHarness | None = None
     """Context guard and tool-result shaping (set when the loop starts)."""
+    ancestry: tuple[str, ...] = ()
+    """This trace's id and its ancestors' ids, nearest first: whose persisted stops reach this run."""
 
     @property
     def mode(self) -> str:
@@ -134,13 +136,15 @@ class RunServices:
     observer_failures: set[str] = field(default_factory=set)
     """Traces whose progress observer has raised (reported once each)."""
 
-    def halt_reason(self, state: RunState) -> str | None:
-        """Why the run must halt now (a stop request or its tree's interrupt fence), or None."""
+    async def halt_reason(self, state: RunState) -> str | None:
+        """Why the run must halt now (a stop request here or persisted by any process, or the interrupt fence), or None."""
         trace_id = state.trace.trace_id
         if self.stops.is_stopped(trace_id):
             return self.stops.stop_reason(trace_id)
         fence = self.fences.get(state.trace.root_id)
-        return f"interrupt: {fence}" if fence is not None else None
+        if fence is not None:
+            return f"interrupt: {fence}"
+        return await persisted_stop_reason(self.store, state.ancestry or (trace_id,))
 
     def progress(self, kind: ProgressKind, state: RunState, **data: Any) -> None:
         """Notify the progress observer, if any; an observer that raises never fails the run.

@@ -24,12 +24,14 @@ from cyber_agent.core.hooks import PostTurnHook, ProgressEvent, StopHook
 from cyber_agent.core.resource_budget import ResourceBudgetController
 from cyber_agent.core.run_state import RunServices, RunState
 from cyber_agent.core.runner_api import RunContext, RunEvent, RunResult
-from cyber_agent.core.stop import StopRegistry
+from cyber_agent.core.stop import StopRegistry, ancestry
+from cyber_agent.core.stop import request_stop as persist_stop
 from cyber_agent.core.tool_rights import SIDE_BRANCH_FORBIDDEN
 from cyber_agent.core.trace_setup import ChildSetup, effective_config, prepare_run
 from cyber_agent.core.turn import AwaitApproval, Continue, Finish, TurnOutcome, end_run, refresh, take_turn
 from cyber_agent.core.turn_tools import resume_batch, run_post_turn_hooks
 from cyber_agent.errors import RunError
+from cyber_agent.llm.call_site import at_site
 from cyber_agent.llm.dialects import DialectLLM
 from cyber_agent.llm.types import LLMCall
 from cyber_agent.tools.registry import ToolRegistry
@@ -109,7 +111,8 @@ class AgentRunner:
         self, messages: Sequence[dict[str, Any]] = (), config: RunConfig | None = None, *, child: ChildSetup | None = None
     ) -> AsyncIterator[RunEvent]:
         """Run (or continue) a trace, yielding the Trace at start and end and every new Message."""
-        config = await effective_config(self.trace_store, config or RunConfig())
+        # Unset provider settings and dialect come from the environment once, so the snapshot records them.
+        config = (await effective_config(self.trace_store, config or RunConfig())).with_environment()
         if config.trace_id is None:
             definition = self.archetypes_for(config.workspace).get(config.agent_type)
             if definition is not None:  # an archetype fills prompt, tools and limits the caller left open (H7)
@@ -120,6 +123,7 @@ class AgentRunner:
             llm, model = self._resolve_llm(config)
         services = self._services()
         state = await prepare_run(services, list(messages), config, child)
+        state.ancestry = await ancestry(self.trace_store, state.trace)
         trace_id = state.trace.trace_id
         self.stops.register(trace_id, parent_id=state.trace.parent_trace_id, propagate=state.policy.propagate_stop)
         started = time.perf_counter()
@@ -201,6 +205,11 @@ class AgentRunner:
         """Alias of `stop`."""
         return self.stop(trace_id, reason)
 
+    async def stop_everywhere(self, trace_id: str, reason: str = "stop requested") -> list[str]:
+        """Stop the trace's subtree here and persist the stop, so runs of it in other processes halt too."""
+        await persist_stop(self.trace_store, trace_id, reason)
+        return self.stop(trace_id, reason)
+
     def register_recursive_child(self, trace_id: str, parent_id: str, *, queued: bool = True) -> None:
         """Register a child before it runs so a stop of any ancestor reaches it (A8)."""
         self.stops.register(trace_id, parent_id=parent_id, propagate=True, queued=queued)
@@ -263,7 +272,7 @@ class AgentRunner:
             return self.llm_call, config.model
         from cyber_agent.llm.resolve import resolve_llm
 
-        resolved = resolve_llm(config.model)
+        resolved = resolve_llm(config.model, settings=config.provider)
         self._providers[id(resolved.llm_call)] = resolved.provider
         return resolved.llm_call, resolved.model
 
@@ -287,10 +296,13 @@ class AgentRunner:
         self, services: RunServices, state: RunState, config: RunConfig, llm: LLMCall, model: str
     ) -> AsyncIterator[RunEvent]:
         """Take turns until one does not continue, then end the run in one place (`core/turn.py:end_run`)."""
+        provider = self._providers.get(id(llm))
+        # Every call of this run is marked with its trace: a recording is keyed by position in the tree.
+        llm = at_site(llm, state.trace.trace_id)
         state.harness = RunHarness(llm=llm, model=model, config=config, budget=state.budget)
         ctx = RunContext(
             services=services, runner=self, model=model, config=config,
-            llm=wrap_dialect(llm, provider=self._providers.get(id(llm)), model=model, override=config.tool_dialect),
+            llm=wrap_dialect(llm, provider=provider, model=model, override=config.tool_dialect),
         )
         state.static_allowed = state.allowed
         if isinstance(ctx.llm, DialectLLM):  # a text dialect renders the tools into the system prompt: keep it fixed

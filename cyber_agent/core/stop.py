@@ -4,14 +4,57 @@ A stop is a flag checked before every model call, tool execution and child spawn
 in-flight model request is not killed, but its tool calls are not executed and no further
 turn starts. Every agent child (legacy sub-agent or recursive child) is registered under its
 parent before it runs, so a stop reaches the whole subtree in both modes. The registry lives
-in one process (see docs/decisions.md).
+in one process; `request_stop` below also persists the stop in the store, where every process
+running a part of the tree sees it at its next checkpoint (`persisted_stop_reason`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["StopRegistry"]
+from cyber_agent.errors import TraceNotFoundError
+from cyber_agent.trace.models import Trace
+from cyber_agent.trace.protocols import TraceReader, TraceStore
+
+__all__ = ["StopRegistry", "ancestry", "persisted_stop_reason", "request_stop"]
+
+_MAX_DEPTH = 64  # far beyond any tree the modes allow: a parent cycle in damaged records ends here
+
+
+async def ancestry(store: TraceReader, trace: Trace) -> tuple[str, ...]:
+    """The trace's id and its ancestors' ids, nearest first (stops of any of them reach it)."""
+    ids = [trace.trace_id]
+    parent = trace.parent_trace_id
+    while parent is not None and len(ids) < _MAX_DEPTH and parent not in ids:
+        ids.append(parent)
+        record = await store.get_trace(parent)
+        parent = record.parent_trace_id if record is not None else None
+    return tuple(ids)
+
+
+async def persisted_stop_reason(store: TraceReader, lineage: Sequence[str]) -> str | None:
+    """Why a persisted stop covers the first id of `lineage` (itself, or an ancestor's subtree), or None."""
+    if not lineage:
+        return None
+    requests = await store.get_stop_requests(lineage)
+    if not requests:
+        return None
+    own = requests.get(lineage[0])
+    if own is not None:
+        return str(own.get("reason") or "stop requested")
+    for ancestor in lineage[1:]:
+        request = requests.get(ancestor)
+        if request is not None and request.get("subtree", True):
+            return f"ancestor {ancestor} stopped: {request.get('reason') or 'stop requested'}"
+    return None
+
+
+async def request_stop(store: TraceStore, trace_id: str, reason: str = "stop requested") -> None:
+    """Persist a stop of `trace_id` and its subtree, for every process that runs a part of it."""
+    if await store.get_trace(trace_id) is None:
+        raise TraceNotFoundError(trace_id)
+    await store.request_stop(trace_id, reason, subtree=True)
 
 
 @dataclass

@@ -155,7 +155,7 @@ async def execute_calls(ctx: RunContext, prepared: RunState, calls: ToolPlan, *,
     trace_id = prepared.trace.trace_id
     capped: str | None = None
     for call, arguments, rejected in calls:
-        if services.halt_reason(prepared) is not None:
+        if await services.halt_reason(prepared) is not None:
             return
         if rejected is None:
             # Caps apply per call: once one refuses, the rest of the batch is not run either and

@@ -39,8 +39,9 @@ if TYPE_CHECKING:
     )
     from cyber_agent.llm.replay import Exchange, RecordingLLM, ReplayLLM, load_exchanges
     from cyber_agent.llm.resolve import Provider, ResolvedModel, resolve_llm
+    from cyber_agent.llm.settings import PriceEntry, ProviderSettings
     from cyber_agent.llm.toolcall_json import parse_tool_arguments
-    from cyber_agent.llm.types import DeltaCallback, LLMCall, LLMResponse, ToolCall, Usage
+    from cyber_agent.llm.types import DeltaCallback, LLMCall, LLMResponse, RetryRecord, ToolCall, Usage
 
 __all__ = [
     "ANTHROPIC_DEFAULT_BASE_URL",
@@ -64,12 +65,15 @@ __all__ = [
     "PRICES_AS_OF",
     "PRICES_ENV",
     "PRICE_TABLE",
+    "PriceEntry",
     "Provider",
+    "ProviderSettings",
     "RecordingLLM",
     "ReplayLLM",
     "Reply",
     "ResolvedModel",
     "RetryPolicy",
+    "RetryRecord",
     "ScriptedModel",
     "Sleep",
     "ToolCall",
@@ -101,8 +105,9 @@ _LAZY: dict[str, tuple[str, ...]] = {
                 "lookup_price"),
     "replay": ("Exchange", "RecordingLLM", "ReplayLLM", "load_exchanges"),
     "resolve": ("Provider", "ResolvedModel", "resolve_llm"),
+    "settings": ("PriceEntry", "ProviderSettings"),
     "toolcall_json": ("parse_tool_arguments",),
-    "types": ("DeltaCallback", "LLMCall", "LLMResponse", "ToolCall", "Usage"),
+    "types": ("DeltaCallback", "LLMCall", "LLMResponse", "RetryRecord", "ToolCall", "Usage"),
 }
 """Module (under `cyber_agent.llm`) → the names it gives this package."""
 _ORIGIN = {name: module for module, names in _LAZY.items() for name in names}

@@ -13,9 +13,17 @@ import json
 import re
 from typing import Any
 
-__all__ = ["FIRST_READ_LINES", "recursive_step"]
+__all__ = ["FIRST_READ_LINES", "RECURSIVE_HELP", "recursive_step"]
 
 FIRST_READ_LINES = 12
+RECURSIVE_HELP = (
+    "I am the offline demo model. In recursive mode I can do one task: report the revenue "
+    "(units × unit_price) per region of a CSV file in data/ and name the top region, e.g. "
+    "'Report the revenue per region from data/sales.csv and name the top region.' with "
+    "cyber_agent.cli.DEMO_ANCHOR as the root task anchor. This task is not that one; configure a "
+    "real provider (openai:..., anthropic:...) for it. The tasks I know are listed in docs/notebook.md."
+)
+"""The recursive root's answer to a task it does not know (its validator fails it at once, saying why)."""
 Step = tuple[str, list[tuple[str, dict[str, Any]]]]
 
 _CLAIM = re.compile(r"(?:Region\s+)?([A-Z][\w-]*):\s*(?:revenue\s+)?(-?\d+(?:\.\d+)?)")
@@ -30,8 +38,10 @@ def recursive_step(state: Any, rows_of: Any, csv_path: str | None) -> Step | Non
         return _reviewer(state)
     if "submit_report" in state.tools and "# Task brief" in state.task:
         return _child(state, rows_of, csv_path)
-    if "# Root task" in state.all_user_text and csv_path:
-        return _root(state, csv_path)
+    if "# Root task" in state.all_user_text:
+        if csv_path and "per region" in state.task.lower():
+            return _root(state, csv_path)
+        return RECURSIVE_HELP, []
     return None
 
 
@@ -179,6 +189,11 @@ def _validator(state: Any, rows_of: Any) -> Step:
     claim_text = task.split("(claim):", 1)[1] if "(claim):" in task else ""
     if claim_text.strip().startswith("{"):
         claim_text = "\n".join(json.loads(claim_text.split("\n\nFinish")[0]).get("outputs", []))
+    if RECURSIVE_HELP[:40] in claim_text:
+        evidence = "the answer is the offline demo model saying it cannot do this task (see its text)"
+        verdicts = [{"criterion": int(number), "verdict": "fail", "evidence": evidence} for number, _ in criteria]
+        summary = "the offline demo model does not know this task; in recursive mode it only reports revenue per region"
+        return "", [("submit_validation", {"verdicts": verdicts, "summary": summary})]
     claims = _claims(claim_text)
     reads = state.results("read_file")
     truth = _totals(rows_of(reads[-1])) if reads else {}

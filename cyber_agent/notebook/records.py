@@ -16,7 +16,9 @@ from pathlib import Path
 from cyber_agent.errors import ConfigurationError
 from cyber_agent.trace.protocols import TraceReader
 from cyber_agent.trace.records import TraceRecord, parse_time, select_trees
+from cyber_agent.trace.sqlite_store import SQLiteTraceStore
 from cyber_agent.trace.store import FileSystemTraceStore
+from cyber_agent.trace.store_url import open_store
 
 __all__ = ["StoreSource", "TraceRecord", "open_source", "parse_time", "read_records", "select_trees"]
 
@@ -24,17 +26,28 @@ StoreSource = TraceReader | str | os.PathLike[str]
 """A TraceStore (or any TraceReader), the directory of a FileSystemTraceStore, or an export file."""
 
 
+def _is_sqlite(path: Path) -> bool:
+    with open(path, "rb") as handle:
+        return handle.read(16) == b"SQLite format 3\x00"
+
+
 def open_source(source: StoreSource) -> TraceReader:
-    """Return the store behind `source`: a store as is, a directory as a file store, a file as an export."""
+    """Return the store behind `source`: a store as is, a store URL, a directory (file store), a
+    SQLite database file, or an export file."""
+    if isinstance(source, str) and ":" in source.split("/", 1)[0] and len(source.split(":", 1)[0]) > 1:
+        return open_store(source)  # a store URL: file:..., sqlite:///..., memory:
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if path.is_dir():
             return FileSystemTraceStore(path)
         if path.is_file():
+            if _is_sqlite(path):
+                return SQLiteTraceStore(path)
             from cyber_agent.notebook.export import load_export
 
             return load_export(path)
-        raise ConfigurationError("source", f"{str(path)!r} is neither a trace store directory nor an export file")
+        raise ConfigurationError("source", f"{str(path)!r} is neither a trace store directory, a SQLite database, "
+                                           "a store URL (file:, sqlite:///, memory:) nor an export file")
     return source
 
 

@@ -130,6 +130,10 @@ class ReadOnlyTraceStore(RichDisplay):
         """Return the root's usage record, or None."""
         return copy.deepcopy(self._require(root_trace_id).resource_usage)
 
+    async def get_stop_requests(self, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """An export keeps no stop requests: always empty (unknown ids raise nothing either)."""
+        return {}
+
     async def get_tool_approvals(self, trace_id: str) -> dict[str, Any] | None:
         """Return the approval state, or None."""
         return copy.deepcopy(self._require(trace_id).tool_approvals)

@@ -38,7 +38,8 @@ class ServeSettings:
 
     host: str = "127.0.0.1"
     port: int = 8000
-    store_path: str = ".trace"
+    store_path: str | None = None
+    """Store URL (`cyber_agent/trace/store_url.py:open_store`); None: `CYBER_AGENT_STORE`, else file:.trace."""
     workspace: str | None = None
     runner_factory: str | None = None
     experiences_path: str = ".cache/experiences.md"
@@ -84,9 +85,9 @@ def load_runner_factory(spec: str) -> Any:
 def build_app(settings: ServeSettings) -> Any:
     """Create the FastAPI app a settings object describes."""
     from cyber_agent.server.app import create_app
-    from cyber_agent.trace.store import FileSystemTraceStore
+    from cyber_agent.trace.store_url import open_store
 
-    store = FileSystemTraceStore(settings.store_path)
+    store = open_store(settings.store_path)
     spec = settings.runner_factory or os.environ.get("CYBER_AGENT_RUNNER_FACTORY")
     if spec:
         factory = load_runner_factory(spec)

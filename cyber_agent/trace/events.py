@@ -45,6 +45,7 @@ EventType = Literal[
     "progress",
     "tool_approval_requested",
     "tool_approval_decided",
+    "llm_retry",
 ]
 EVENT_TYPES: frozenset[str] = frozenset(EventType.__args__)  # type: ignore[attr-defined]
 
@@ -84,10 +85,11 @@ def encode_json(value: Any, what: str) -> str:
         raise InvalidUpdateError(f"{what} is not JSON-serializable: {exc}") from None
 
 
-def encode_event(event_id: int, trace_id: str, event_type: str, payload_json: str) -> str:
-    """Return the JSON line (without newline) of a `TraceEvent` whose payload is already JSON text."""
+def encode_event(event_id: int, trace_id: str, event_type: str, payload_json: str, *, created_at: str | None = None) -> str:
+    """Return the JSON line (without newline) of a `TraceEvent` whose payload is already JSON text (`created_at`: now)."""
     # Built by hand: the payload may embed a message already serialized for its own file.
-    created_at = utc_now().isoformat().replace("+00:00", "Z")
+    if created_at is None:
+        created_at = utc_now().isoformat().replace("+00:00", "Z")
     return (
         f'{{"event_id":{event_id},"trace_id":{json.dumps(trace_id)},"type":"{event_type}",'
         f'"payload":{payload_json},"created_at":"{created_at}"}}'

@@ -17,6 +17,7 @@ every name in `WRITE_METHODS`.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
 from cyber_agent.trace.events import EventType, TraceEvent
@@ -24,7 +25,10 @@ from cyber_agent.trace.goal_models import Goal, GoalTree
 from cyber_agent.trace.models import Message, Trace, TraceMode, TraceStatus
 from cyber_agent.trace.records import TraceRecord
 
-__all__ = ["WRITE_METHODS", "TraceReader", "TraceStore"]
+UsageChange = Callable[[dict[str, Any] | None], Mapping[str, Any] | None]
+"""A step of `TraceStore.update_resource_usage`: the persisted record in, the record to write (or None) out."""
+
+__all__ = ["WRITE_METHODS", "TraceReader", "TraceStore", "UsageChange"]
 
 
 @runtime_checkable
@@ -77,6 +81,10 @@ class TraceReader(Protocol):
         """Events with id greater than `since_event_id`, in order."""
         ...
 
+    async def get_stop_requests(self, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The persisted stop requests among `trace_ids` (others are left out)."""
+        ...
+
     async def get_tool_approvals(self, trace_id: str) -> dict[str, Any] | None:
         """Return the persisted approval state of the trace, or None."""
         ...
@@ -107,6 +115,18 @@ class TraceStore(TraceReader, Protocol):
 
     async def replace_resource_usage(self, root_trace_id: str, usage: dict[str, Any]) -> None:
         """Atomically replace the root's usage record."""
+        ...
+
+    async def update_resource_usage(self, root_trace_id: str, change: UsageChange) -> dict[str, Any] | None:
+        """Read, change and write the root's usage record as one atomic step, across processes too."""
+        ...
+
+    async def request_stop(self, trace_id: str, reason: str, *, subtree: bool = True) -> None:
+        """Persist a stop request for the trace (and its subtree), seen by every process at its next checkpoint."""
+        ...
+
+    async def clear_stop(self, trace_id: str) -> None:
+        """Withdraw the trace's own stop request."""
         ...
 
     async def update_goal_tree(self, trace_id: str, tree: GoalTree) -> None:

@@ -50,7 +50,8 @@ from cyber_agent.trace.trace_id import FULL_TRACE_ID_RE as _FULL_ID, message_id_
 
 __all__ = ["FileSystemTraceStore"]
 
-_SIDE_RECORDS = {"resource_usage": "resource_usage.json", "tool_approvals": "tool_approvals.json"}
+_SIDE_RECORDS = {"resource_usage": "resource_usage.json", "tool_approvals": "tool_approvals.json",
+                 "stop_request": "stop_request.json"}
 _CHUNK = 1 << 16
 _M = TypeVar("_M", bound=BaseModel)
 # O_BINARY: no newline translation on Windows; O_CLOEXEC: no fd leaks into subprocesses.
@@ -111,7 +112,7 @@ class FileSystemTraceStore(BaseTraceStore):
             raise
         return generation
 
-    def _release_writer(self, trace_id: str) -> None:
+    def _release_writer(self, trace_id: str, *, failed: bool) -> None:
         fd = self._lock_fds.get(trace_id)
         if fd is not None and fcntl is not None:
             fcntl.flock(fd, fcntl.LOCK_UN)

@@ -47,6 +47,7 @@ from cyber_agent.trace.events import (
 from cyber_agent.trace.event_payloads import check_payload
 from cyber_agent.trace.goal_models import Goal, GoalStats, GoalTree
 from cyber_agent.trace.models import Message, Trace, TraceMode, TraceStatus, utc_now
+from cyber_agent.trace.protocols import UsageChange
 from cyber_agent.trace.records import JSONRecord, TraceRecord, select_trees
 from cyber_agent.trace.store_listing import DamagedEntry, DamagedEntryWarning, TraceListing
 from cyber_agent.trace.store_rules import (
@@ -184,14 +185,15 @@ class BaseTraceStore(ABC):
         """Take the trace's writer lock, bump and return its previous generation (None: no other writer can exist)."""
         return None
 
-    def _release_writer(self, trace_id: str) -> None:
-        """Release what `_acquire_writer` took."""
+    def _release_writer(self, trace_id: str, *, failed: bool) -> None:
+        """Release what `_acquire_writer` took; `failed`: the write raised (a transactional store rolls back)."""
 
     @contextmanager
     def _writing(self, trace_id: str) -> Iterator[_Hot]:
         """Hold the trace's locks for one write; yield live state that matches the files."""
         with self._lock(trace_id):
             generation = self._acquire_writer(trace_id)
+            failed = True
             try:
                 hot = self._hot.get(trace_id)
                 if hot is not None and generation is not None and hot.generation != generation:
@@ -200,21 +202,24 @@ class BaseTraceStore(ABC):
                 if generation is not None:
                     hot.generation = generation + 1
                 yield hot
+                failed = False
             finally:
-                self._release_writer(trace_id)
+                self._release_writer(trace_id, failed=failed)
 
     @contextmanager
     def _writing_side(self, trace_id: str) -> Iterator[None]:
         """Hold the trace's locks for a write that leaves the live state as it is (a side record, a message rewrite)."""
         with self._lock(trace_id):
             generation = self._acquire_writer(trace_id)
+            failed = True
             try:
                 hot = self._hot.get(trace_id)
                 if hot is not None and generation is not None and hot.generation == generation:
                     hot.generation = generation + 1
                 yield
+                failed = False
             finally:
-                self._release_writer(trace_id)
+                self._release_writer(trace_id, failed=failed)
 
     # ---- state --------------------------------------------------------------------------
     def _lock(self, trace_id: str) -> threading.Lock:
@@ -440,6 +445,47 @@ class BaseTraceStore(ABC):
             selected = select_trees(metas, root_ids)
             return [self._read_record(meta, messages=messages, events=events) for meta in selected]
 
+    async def import_records(self, records: Sequence[TraceRecord], *, skip_existing: bool = False) -> list[str]:
+        """Write whole traces read from another store or an export (`read_records`), ids, sequences,
+        event ids and timestamps kept; return the ids written. A trace already here raises
+        ConflictError (or is left as it is with `skip_existing`); nothing of a refused trace is written.
+        """
+        written: list[str] = []
+        for record in records:
+            trace = Trace.model_validate(record.trace)
+            trace_id = validate_trace_id(trace.trace_id)
+            tree = GoalTree.model_validate(record.goal_tree) if record.goal_tree else GoalTree(mission=trace.task)
+            messages = sorted(record.messages, key=lambda m: int(m["sequence"]))
+            if [int(m["sequence"]) for m in messages] != list(range(1, len(messages) + 1)):
+                raise InvalidUpdateError(f"trace {trace_id!r}: message sequences must run 1..n to be imported")
+            events = sorted(record.events, key=lambda e: int(e["event_id"]))
+            with self._lock(trace_id):
+                if self._exists(trace_id):
+                    if skip_existing:
+                        continue
+                    raise ConflictError(f"trace {trace_id!r} already exists in {self!r}; import into another store "
+                                        "or pass skip_existing=True")
+                with self._importing(trace_id):
+                    self._create_record(trace, tree)
+                    for message in messages:
+                        self._write_message(trace_id, int(message["sequence"]), encode_json(message, "message"))
+                    self._import_events(trace_id, events, {int(m["sequence"]): m for m in messages})
+                    for name, value in (("resource_usage", record.resource_usage), ("tool_approvals", record.tool_approvals)):
+                        if value is not None:
+                            self._write_side_record(trace_id, name, encode_json(value, name))
+            written.append(trace_id)
+        return written
+
+    @contextmanager
+    def _importing(self, trace_id: str) -> Iterator[None]:
+        """Scope of one imported trace's writes (a transactional store makes it all or nothing)."""
+        yield
+
+    def _import_events(self, trace_id: str, events: Sequence[JSONRecord], messages: Mapping[int, JSONRecord]) -> None:
+        """Persist imported events as they are (ids and times kept)."""
+        for event in events:
+            self._append_event_line(trace_id, encode_json(event, "event"))
+
     # ---- side records -------------------------------------------------------------------
     async def get_resource_usage(self, root_trace_id: str) -> dict[str, Any] | None:
         """Return the root's usage record; None if never written or no such trace; CorruptRecordError if unreadable."""
@@ -448,6 +494,53 @@ class BaseTraceStore(ABC):
     async def replace_resource_usage(self, root_trace_id: str, usage: dict[str, Any]) -> None:
         """Atomically replace the root's usage record."""
         self._replace_side(root_trace_id, "resource_usage", usage)
+
+    async def update_resource_usage(self, root_trace_id: str, change: UsageChange) -> dict[str, Any] | None:
+        """Read, change and write the root's usage record as one atomic step across processes.
+
+        `change(current)` gets the persisted record (None if never written) under the trace's
+        writer lock (a file lock, or one `BEGIN IMMEDIATE` transaction) and returns the record to
+        write, or None to write nothing. It must not await and may raise (nothing is written).
+        Returns what is persisted afterwards.
+        """
+        validate_trace_id(root_trace_id)
+        with self._writing_side(root_trace_id):
+            self._require_exists(root_trace_id)
+            current = self._read_side_record(root_trace_id, "resource_usage")
+            new = change(current)
+            if new is None:
+                return current
+            if not isinstance(new, Mapping):
+                raise InvalidUpdateError(f"resource_usage must be a mapping, got {type(new).__name__}")
+            self._write_side_record(root_trace_id, "resource_usage", encode_json(dict(new), "resource_usage"))
+            return dict(new)
+
+    # ---- persistent stop requests (seen by every process running part of the tree) -------------
+    async def request_stop(self, trace_id: str, reason: str, *, subtree: bool = True) -> None:
+        """Persist a stop request for the trace (and, with `subtree`, every descendant)."""
+        validate_trace_id(trace_id)
+        if not isinstance(reason, str) or not reason:
+            raise InvalidUpdateError(f"a stop reason must be a non-empty string, got {reason!r}")
+        record = {"reason": reason, "subtree": bool(subtree), "requested_at": utc_now().isoformat()}
+        self._replace_side(trace_id, "stop_request", record)
+
+    async def clear_stop(self, trace_id: str) -> None:
+        """Withdraw the trace's own stop request (a continued trace runs again)."""
+        validate_trace_id(trace_id)
+        with self._writing_side(trace_id):
+            self._require_exists(trace_id)
+            if self._read_side_record(trace_id, "stop_request") is not None:
+                self._write_side_record(trace_id, "stop_request", "{}")
+
+    async def get_stop_requests(self, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """The persisted stop requests among `trace_ids` (unknown ids and traces without one are left out)."""
+        out: dict[str, dict[str, Any]] = {}
+        for trace_id in trace_ids:
+            validate_trace_id(trace_id)
+            record = self._read_side_record(trace_id, "stop_request") if self._exists(trace_id) else None
+            if record:
+                out[trace_id] = record
+        return out
 
     async def get_tool_approvals(self, trace_id: str) -> dict[str, Any] | None:
         """Return the persisted approval state of the trace, or None."""

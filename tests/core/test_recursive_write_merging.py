@@ -56,6 +56,15 @@ class CountingStore(InMemoryTraceStore):
         self.log.append(("replace_resource_usage", root_trace_id, ()))
         await super().replace_resource_usage(root_trace_id, usage)
 
+    async def update_resource_usage(self, root_trace_id: str, change: Any) -> Any:
+        def counted(current: Any) -> Any:
+            new = change(current)
+            if new is not None:  # only a step that writes is a write
+                self.log.append(("replace_resource_usage", root_trace_id, ()))
+            return new
+
+        return await super().update_resource_usage(root_trace_id, counted)
+
     def writes(self, trace_id: str, method: str = "update_trace") -> list[tuple[str, ...]]:
         return [keys for name, tid, keys in self.log if name == method and tid == trace_id]
 

@@ -32,6 +32,7 @@ from cyber_agent import cli
 from cyber_agent.core.runner import AgentRunner
 from cyber_agent.errors import InvalidIdError
 from cyber_agent.trace import FileSystemTraceStore, Goal, GoalTree, InMemoryTraceStore, Message, Trace
+from cyber_agent.trace.sqlite_store import SQLiteTraceStore
 from cyber_agent.trace.store_base import BaseTraceStore
 
 SECRET = "TOP-SECRET-7f3a9c"
@@ -121,6 +122,10 @@ STORE_CALLS: dict[str, Callable[[BaseTraceStore, str], Any]] = {
     "read_records": lambda s, bad: s.read_records([bad]),
     "get_message": lambda s, bad: s.get_message(f"{bad}-0001"),
     "update_message": lambda s, bad: s.update_message(f"{bad}-0001", description="x"),
+    "update_resource_usage": lambda s, bad: s.update_resource_usage(bad, lambda current: {"llm_calls": 1}),
+    "request_stop": lambda s, bad: s.request_stop(bad, "stop"),
+    "clear_stop": lambda s, bad: s.clear_stop(bad),
+    "get_stop_requests": lambda s, bad: s.get_stop_requests(["ok-id", bad]),
 }
 NOT_ID_TAKING = {"list_traces", "list_traces_report", "flush"}
 """Public methods without an id argument: list filters are compared, never joined to a path."""
@@ -132,10 +137,14 @@ def test_every_public_store_method_is_covered():
     assert public - NOT_ID_TAKING == set(STORE_CALLS), "cover the new store method here"
 
 
-@pytest.mark.parametrize("kind", ["file", "memory"])
+@pytest.mark.parametrize("kind", ["file", "memory", "sqlite"])
 @pytest.mark.parametrize("method", sorted(STORE_CALLS))
-def test_store_methods_refuse_traversal_ids(tree, kind, method):
-    store = FileSystemTraceStore(tree.base) if kind == "file" else InMemoryTraceStore()
+def test_store_methods_refuse_traversal_ids(tree, kind, method, tmp_path_factory):
+    store: BaseTraceStore
+    if kind == "sqlite":  # the database lives outside the snapshotted tree (its WAL files change on reads)
+        store = SQLiteTraceStore(tmp_path_factory.mktemp("db") / "runs.db")
+    else:
+        store = FileSystemTraceStore(tree.base) if kind == "file" else InMemoryTraceStore()
     before = _snapshot(tree.tmp)
     for bad in BAD_TRACE_IDS:
         with pytest.raises(InvalidIdError):

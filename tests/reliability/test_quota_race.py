@@ -52,6 +52,10 @@ class YieldingStore(InMemoryTraceStore):
         await asyncio.sleep(0)
         await super().replace_resource_usage(root_trace_id, usage)
 
+    async def update_resource_usage(self, root_trace_id: str, change: Any) -> Any:
+        await asyncio.sleep(0)
+        return await super().update_resource_usage(root_trace_id, change)
+
 
 def _plan(objective: str) -> list[str]:
     if objective == ROOT:

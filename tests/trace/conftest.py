@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from cyber_agent.trace import FileSystemTraceStore, Goal, InMemoryTraceStore, Trace
+from cyber_agent.trace.sqlite_store import SQLiteTraceStore
 from cyber_agent.trace.store_base import BaseTraceStore
 
 StoreFactory = Callable[[], BaseTraceStore]
@@ -33,8 +34,13 @@ def _file_eager(directory: Path) -> StoreFactory:
     return lambda: FileSystemTraceStore(directory, checkpoint_every=1, checkpoint_interval=0)
 
 
+def _sqlite(directory: Path) -> StoreFactory:
+    return lambda: SQLiteTraceStore(directory / "runs.db")
+
+
 STORE_FACTORIES: dict[str, Callable[[Path], StoreFactory]] = {
     "memory": _memory,
+    "sqlite": _sqlite,
     "file": _file,
     "file-eager": _file_eager,
 }

@@ -1,0 +1,113 @@
+"""What only the SQLite store promises (the shared behaviour is the conformance suite's):
+schema versions and migrations, one copy of each message, transactions that leave no half write."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from cyber_agent.errors import StoreError
+from cyber_agent.trace import Message, SQLiteTraceStore, Trace
+from cyber_agent.trace.sqlite_schema import MIGRATIONS, SCHEMA_VERSION, migrate
+
+
+async def _trace_with_messages(store: SQLiteTraceStore, n: int = 3) -> str:
+    trace = Trace.create(task="sqlite")
+    await store.create_trace(trace)
+    for i in range(n):
+        await store.add_message(Message.create(trace_id=trace.trace_id, role="user", content=f"m{i}",
+                                               prompt_tokens=i, cost=0.5 * i))
+    return trace.trace_id
+
+
+async def test_each_message_is_stored_once_and_its_event_still_carries_it(tmp_path: Path) -> None:
+    store = SQLiteTraceStore(tmp_path / "runs.db")
+    trace_id = await _trace_with_messages(store)
+    rows = store.connection().execute("SELECT data, shared FROM events WHERE type = 'message_added'").fetchall()
+    assert len(rows) == 3 and all(shared == 1 and '"message":null' in data for data, shared in rows)
+    events = [e for e in await store.get_events(trace_id) if e.type == "message_added"]
+    assert [e.payload["message"]["content"] for e in events] == ["m0", "m1", "m2"]
+    (record,) = await store.read_records([trace_id])
+    added = [e for e in record.events if e["type"] == "message_added"]
+    assert added[1]["payload"]["message"] is record.messages[1]  # one parsed dict, shared
+
+
+async def test_a_rewritten_message_leaves_its_event_as_announced(tmp_path: Path) -> None:
+    store = SQLiteTraceStore(tmp_path / "runs.db")
+    trace_id = await _trace_with_messages(store, 1)
+    await store.update_message(f"{trace_id}-0001", description="later note")
+    (event,) = [e for e in await store.get_events(trace_id) if e.type == "message_added"]
+    assert event.payload["message"]["description"] == "m0"  # the description it was added with
+    assert (await store.get_message(f"{trace_id}-0001")).description == "later note"  # type: ignore[union-attr]
+
+
+async def test_typed_message_columns_follow_the_json(tmp_path: Path) -> None:
+    store = SQLiteTraceStore(tmp_path / "runs.db")
+    await _trace_with_messages(store)
+    rows = store.connection().execute("SELECT role, prompt_tokens, cost FROM messages ORDER BY sequence").fetchall()
+    assert rows == [("user", 0, 0.0), ("user", 1, 0.5), ("user", 2, 1.0)]
+
+
+async def test_an_older_database_is_upgraded_and_keeps_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("BEGIN IMMEDIATE")
+    migrate(conn, str(path), target=1)  # a database written before the typed message columns
+    trace = Trace.create(task="old")
+    conn.execute("INSERT INTO traces VALUES (?, NULL, ?, ?, 0, ?, ?)",
+                 (trace.trace_id, trace.trace_id, trace.created_at.isoformat(), trace.model_copy(
+                     update={"total_messages": 1, "head_sequence": 1}).model_dump_json(), '{"goals": []}'))
+    message = Message.create(trace_id=trace.trace_id, role="assistant", content="hi", completion_tokens=7)
+    message.assign(1)
+    conn.execute("INSERT INTO messages VALUES (?, 1, ?)", (trace.trace_id, message.model_dump_json()))
+    conn.execute("COMMIT")
+    conn.close()
+    store = SQLiteTraceStore(path)
+    versions = [v for (v,) in store.connection().execute("SELECT version FROM schema_versions ORDER BY version")]
+    assert versions == list(range(1, SCHEMA_VERSION + 1))
+    assert store.connection().execute("SELECT role, completion_tokens FROM messages").fetchall() == [("assistant", 7)]
+    assert [m.content for m in await store.get_trace_messages(trace.trace_id)] == ["hi"]
+
+
+def test_a_newer_database_is_refused_with_the_fix(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    SQLiteTraceStore(path)
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO schema_versions VALUES (?, 'future')", (len(MIGRATIONS) + 1,))
+    with pytest.raises(StoreError, match=f"schema version {len(MIGRATIONS) + 1}, newer.*upgrade cyber_agent"):
+        SQLiteTraceStore(path)
+
+
+async def test_a_failed_write_rolls_back_everything_it_touched(tmp_path: Path) -> None:
+    store = SQLiteTraceStore(tmp_path / "runs.db")
+    trace_id = await _trace_with_messages(store, 1)
+    before = store.connection().execute("SELECT count(*) FROM events").fetchone()
+
+    def boom(current: dict | None) -> dict:
+        raise RuntimeError("budget step failed")
+
+    await store.replace_resource_usage(trace_id, {"llm_calls": 1})
+    with pytest.raises(RuntimeError):
+        await store.update_resource_usage(trace_id, boom)
+    assert await store.get_resource_usage(trace_id) == {"llm_calls": 1}
+    assert store.connection().execute("SELECT count(*) FROM events").fetchone() == before
+    assert not store.connection().in_transaction
+    await store.add_message(Message.create(trace_id=trace_id, role="user", content="after"))
+    assert (await store.require_trace(trace_id)).total_messages == 2
+
+
+async def test_a_second_instance_sees_and_continues_what_the_first_wrote(tmp_path: Path) -> None:
+    first = SQLiteTraceStore(tmp_path / "runs.db")
+    trace_id = await _trace_with_messages(first, 2)
+    second = SQLiteTraceStore(tmp_path / "runs.db")
+    await second.add_message(Message.create(trace_id=trace_id, role="user", content="from second"))
+    await first.add_message(Message.create(trace_id=trace_id, role="user", content="from first again"))
+    trace = await first.require_trace(trace_id)
+    assert trace.total_messages == 4
+    ids = [e.event_id for e in await second.get_events(trace_id)]
+    assert ids == list(range(1, len(ids) + 1))  # dense, no id used twice
+    assert [m.sequence for m in await second.get_trace_messages(trace_id)] == [1, 2, 3, 4]
+    assert json.loads(first.connection().execute("SELECT data FROM traces").fetchone()[0])["total_messages"] == 4

@@ -32,6 +32,7 @@ from cyber_agent import cli
 from cyber_agent.core.runner import AgentRunner
 from cyber_agent.errors import InvalidIdError
 from cyber_agent.trace import FileSystemTraceStore, Goal, GoalTree, InMemoryTraceStore, Message, Trace
+from cyber_agent.trace.records import TraceRecord
 from cyber_agent.trace.sqlite_store import SQLiteTraceStore
 from cyber_agent.trace.store_base import BaseTraceStore
 
@@ -126,6 +127,9 @@ STORE_CALLS: dict[str, Callable[[BaseTraceStore, str], Any]] = {
     "request_stop": lambda s, bad: s.request_stop(bad, "stop"),
     "clear_stop": lambda s, bad: s.clear_stop(bad),
     "get_stop_requests": lambda s, bad: s.get_stop_requests(["ok-id", bad]),
+    "import_records": lambda s, bad: s.import_records([TraceRecord(
+        trace={"trace_id": bad, "task": "x"}, goal_tree=None, messages=[], events=[], resource_usage=None,
+        tool_approvals=None)]),
 }
 NOT_ID_TAKING = {"list_traces", "list_traces_report", "flush"}
 """Public methods without an id argument: list filters are compared, never joined to a path."""

@@ -178,15 +178,21 @@ class ToolArgumentError(ToolError):
 class LLMError(CyberAgentError):
     """A model call failed."""
 
+    retries: tuple[object, ...] = ()
+    """Attempts that failed and were retried before this error (`cyber_agent/llm/types.py:RetryRecord`)."""
+
 
 class LLMHTTPError(LLMError):
     """The provider answered with a non-retryable HTTP status."""
 
-    def __init__(self, status_code: int, body: str, url: str) -> None:
+    def __init__(self, status_code: int, body: str, url: str, hint: str = "") -> None:
         self.status_code = status_code
         self.body = body
         self.url = url
-        super().__init__(f"provider returned HTTP {status_code} for {url}: {body[:500]}")
+        self.hint = hint
+        """The likely fix, naming the setting behind the failure ("" when there is none to give)."""
+        text = f"provider returned HTTP {status_code} for {url}: {body[:500]}"
+        super().__init__(f"{text} — {hint}" if hint else text)
 
 
 class LLMTransportError(LLMError):

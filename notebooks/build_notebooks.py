@@ -98,8 +98,9 @@ print(result.answer)""", check=True),
 ## The trace tree
 
 Every agent is its own **trace**; sub-agents hang under the agent that started them. Colour is
-the status, the marker the role. The drawing is a plain `matplotlib.figure.Figure` with a tidy
-tree layout, readable up to thousands of nodes (labels are dropped where they would overlap).
+the status, the marker the role; each label starts with a unique path (`3` is the root's third
+agent) and says what the agent handled. The drawing is a plain `matplotlib.figure.Figure` with a
+tidy tree layout, readable up to thousands of nodes (big subtrees fold into count nodes).
 """),
         code("""
 from cyber_agent.notebook import draw_trace_tree, trace_graph
@@ -109,7 +110,7 @@ draw_trace_tree(handle.store, handle.trace_id)"""),
         code("""
 graph = trace_graph(handle.store, handle.trace_id)
 for node, data in graph.nodes(data=True):
-    print(f"{'  ' * data['depth']}{data['label'].splitlines()[0]:<10} {data['role']:<8} {data['status']}")""", check=True),
+    print(f"{data['path']:<5} {data['role']:<8} {data['title']:<32} {data['status']}")""", check=True),
         md("""
 ## The goal tree
 

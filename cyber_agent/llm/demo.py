@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cyber_agent.errors import ConfigurationError
+from cyber_agent.llm.demo_checks import GRADING_HEADER, grade_reply
 from cyber_agent.llm.pricing import ModelPrice, compute_cost, lookup_price
 from cyber_agent.llm.types import DeltaCallback, LLMResponse, ToolCall, Usage
 
@@ -140,6 +141,8 @@ def _decide(state: _State) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
     from cyber_agent.llm.demo_recursive import recursive_step
 
     task = state.task
+    if task.startswith(GRADING_HEADER):
+        return grade_reply(task), []
     csv = _CSV_PATH.search(task)
     step = recursive_step(state, _rows, csv.group(0) if csv else None)
     if step is not None:

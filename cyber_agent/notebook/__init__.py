@@ -22,6 +22,8 @@ from cyber_agent.notebook.budgets import (
     usage_over_time,
 )
 from cyber_agent.notebook.display import enable_figure_display
+
+from cyber_agent.notebook.explorer import TraceExplorer
 from cyber_agent.notebook.export import EXPORT_FORMAT, EXPORT_VERSION, aexport_traces, export_traces, load_export
 from cyber_agent.notebook.frames import SCHEMAS, TraceFrames, ato_frames, to_frames
 from cyber_agent.notebook.launch import RunHandle, launch, run_config
@@ -49,6 +51,7 @@ __all__ = [
     "ReportStepper",
     "RunHandle",
     "SCHEMAS",
+    "TraceExplorer",
     "TraceFrames",
     "TraceRecord",
     "aexport_traces",

@@ -32,7 +32,9 @@ from cyber_agent.notebook.records import (
     open_source,
     read_records,
 )
+from cyber_agent.notebook.sql_frames import sql_event_rows, sql_message_tables
 from cyber_agent.trace.bulk import gc_paused
+from cyber_agent.trace.sqlite_store import SQLiteTraceStore
 
 __all__ = ["SCHEMAS", "TraceFrames", "ato_frames", "frames_from_records", "to_frames"]
 
@@ -239,10 +241,18 @@ class TraceFrames(RichDisplay):
         return html_table(body, ["frame", "rows", "columns"], caption=f"TraceFrames — {len(self.traces)} traces")
 
 
-def frames_from_records(records: Sequence[TraceRecord], *, with_messages: bool = True) -> TraceFrames:
-    """Build the frames from trace records (pure; no store access)."""
+def frames_from_records(
+    records: Sequence[TraceRecord], *, with_messages: bool = True, tables: rows.MessageTables | None = None,
+    event_columns: rows.Columns | None = None,
+) -> TraceFrames:
+    """Build the frames from trace records (pure; no store access).
+
+    `tables` and `event_columns` replace what the records' messages and events would give (the
+    SQLite store reads them with SQL, `cyber_agent/notebook/sql_frames.py`).
+    """
     index = rows.TreeIndex(records)
-    tables = rows.message_and_call_rows(records)
+    if tables is None:
+        tables = rows.message_and_call_rows(records)
     counts = tables.role_counts if with_messages else None
     return TraceFrames(
         traces=_frame("traces", rows.trace_rows(records, index, list(SCHEMAS["traces"]),
@@ -250,7 +260,8 @@ def frames_from_records(records: Sequence[TraceRecord], *, with_messages: bool =
         messages=_frame("messages", tables.messages),
         tool_calls=_frame("tool_calls", tables.tool_calls),
         goals=_frame("goals", rows.goal_rows(records, list(SCHEMAS["goals"]))),
-        events=_frame("events", rows.event_rows(records, list(SCHEMAS["events"]))),
+        events=_frame("events", event_columns if event_columns is not None
+                      else rows.event_rows(records, list(SCHEMAS["events"]))),
         usage=_frame("usage", rows.usage_rows(records, index, list(SCHEMAS["usage"]), counts)),
         reports=_frame("reports", protocol_rows.report_rows(records, index, list(SCHEMAS["reports"]))),
         validations=_frame("validations", protocol_rows.validation_rows(records, list(SCHEMAS["validations"]))),
@@ -266,8 +277,14 @@ async def ato_frames(
         root_ids = [root_ids]
     store = open_source(source)
     with gc_paused():  # each collection would walk every record loaded so far
-        records = await read_records(store, root_ids, messages=messages, events=events)
-        frames = frames_from_records(records, with_messages=messages)
+        if isinstance(store, SQLiteTraceStore):  # messages and events read with SQL, not record by record
+            records = await read_records(store, root_ids, messages=False, events=False)
+            tables = sql_message_tables(store, records) if messages else None
+            event_columns = sql_event_rows(store, records, list(SCHEMAS["events"])) if events else None
+            frames = frames_from_records(records, with_messages=messages, tables=tables, event_columns=event_columns)
+        else:
+            records = await read_records(store, root_ids, messages=messages, events=events)
+            frames = frames_from_records(records, with_messages=messages)
         # Freed here by reference counting, so the collection owed on leaving the pause only
         # walks what the frames keep (payload and argument dicts), not every parsed record.
         del records

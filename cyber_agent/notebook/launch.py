@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,6 +23,7 @@ from cyber_agent.core.config import RunConfig
 from cyber_agent.core.runner import AgentRunner, RunResult
 from cyber_agent.core.trace_setup import parse_root_task_anchor
 from cyber_agent.errors import ConfigurationError, CyberAgentError, RunError
+from cyber_agent.llm.settings import ProviderSettings
 from cyber_agent.llm.types import LLMCall
 from cyber_agent.notebook.bridge import background_loop, in_background_thread
 from cyber_agent.notebook.display import RichDisplay, html_table
@@ -289,14 +290,20 @@ async def launch(
     llm_call: LLMCall | None = None,
     tool_registry: ToolRegistry | None = None,
     poll_interval: float = 0.25,
+    provider: ProviderSettings | Mapping[str, Any] | None = None,
     **run_config_fields: Any,
 ) -> RunHandle:
     """Start a run on the background loop and return its handle once its root trace exists.
 
     `store`: a TraceStore, a store URL (`file:.trace`, `sqlite:///runs.db`, `memory:`), a plain
-    path, or None (`CYBER_AGENT_STORE` if set, else an in-memory store). `progress`: None/True shows live progress (a widget in a kernel, text lines
-    elsewhere), False shows nothing. Other keyword arguments are RunConfig fields.
+    path, or None (`CYBER_AGENT_STORE` if set, else an in-memory store). `progress`: None/True
+    shows live progress (a widget in a kernel, text lines elsewhere), False shows nothing.
+    `provider`: `ProviderSettings` or a dict of its fields (timeout, retries, stream, max_tokens,
+    ...); unset fields come from `CYBER_AGENT_*`. Other keyword arguments are RunConfig fields
+    (e.g. `tool_dialect="xml"`).
     """
+    if provider is not None:
+        run_config_fields["provider"] = provider if isinstance(provider, ProviderSettings) else dict(provider)
     config = run_config(mode=mode, model=model, workspace=workspace, max_iterations=max_iterations, **run_config_fields)
     messages = [{"role": "user", "content": task}] if isinstance(task, str) else [dict(m) for m in task]
     runner = AgentRunner(trace_store=_store(store), llm_call=llm_call, tool_registry=tool_registry)

@@ -106,6 +106,19 @@ def test_errors_before_the_trace_exists_are_raised_by_launch():
         run_sync(launch(DEMO_TASK, model="nosuchprovider:model-x", progress=False))
 
 
+def test_launch_takes_provider_settings_and_records_them(tmp_path):
+    handle = run_sync(launch(DEMO_TASK, store=tmp_path / "store", workspace=REPO, progress=False,
+                             provider={"timeout": 5, "retries": 1}, tool_dialect="native"))
+    result = handle.wait(timeout=120)
+    assert handle.config.provider.timeout == 5
+    snapshot = result.trace.run_config
+    assert snapshot is not None
+    assert (snapshot.config["provider"]["timeout"], snapshot.config["provider"]["retries"]) == (5.0, 1)
+    assert snapshot.config["tool_dialect"] == "native"
+    with pytest.raises(Exception, match="retries"):
+        run_sync(launch(DEMO_TASK, progress=False, provider={"retries": -1}))
+
+
 @pytest.mark.parametrize("anchor, problem", [
     (None, "recursive mode needs one"),
     ("report the revenue", "must be a dict, got str"),

@@ -72,7 +72,7 @@ def _computed_usage(frames: TraceFrames, now: datetime) -> dict[str, float]:
     stop = end.max() if finished else pd.Timestamp(now)
     return {
         "agents": float(len(agents)),
-        "llm_calls": float((frames.messages["role"] == "assistant").sum()),
+        "llm_calls": float((frames.messages["message_role"] == "assistant").sum()),
         "tokens": float(traces["total_tokens"].sum()),
         "cost_usd": float(traces["total_cost"].sum()),
         "duration_seconds": float((stop - root["created_at"]).total_seconds()) if pd.notna(stop) else np.nan,
@@ -173,27 +173,27 @@ def _tool_refusals(frames: TraceFrames) -> tuple[dict[str, str], str | None, int
 
 
 def usage_by_agent(source: StoreSource | TraceFrames, root_trace_id: str) -> pd.DataFrame:
-    """One row per trace of the tree: parent, depth, role, status, LLM calls, tokens, cost, duration."""
+    """One row per trace of the tree: parent, depth, role, status, LLM calls, tokens, cost, flags, duration."""
     return _tree(source, root_trace_id).usage.reset_index(drop=True)
 
 
 def usage_over_time(source: StoreSource | TraceFrames, root_trace_id: str) -> pd.DataFrame:
-    """One row per LLM call of the tree in time order, with cumulative calls, tokens, cost and agents."""
+    """One row per LLM call of the tree in time order: the call's tokens and cost, then the cumulative counts."""
     frames = _tree(source, root_trace_id)
-    calls = frames.messages[frames.messages["role"] == "assistant"]
+    calls = frames.messages[frames.messages["message_role"] == "assistant"]
     roles = dict(zip(frames.traces["trace_id"], frames.traces["role"]))
     out = pd.DataFrame({
         "time": calls["created_at"], "trace_id": calls["trace_id"],
         "role": calls["trace_id"].map(roles).astype("string"),
-        "call_tokens": calls["total_tokens"], "call_cost": calls["cost"],
+        "total_tokens": calls["total_tokens"], "cost": calls["cost"],
     }).sort_values(["time", "trace_id"], kind="stable").reset_index(drop=True)
     start = frames.traces["created_at"].min()
     out.insert(1, "elapsed_seconds", (out["time"] - start).dt.total_seconds().astype("float64"))
-    out["llm_calls"] = np.arange(1, len(out) + 1, dtype="int64")
-    out["tokens"] = out["call_tokens"].cumsum().astype("int64")
-    out["cost"] = out["call_cost"].cumsum().astype("float64")
+    out["cumulative_llm_calls"] = np.arange(1, len(out) + 1, dtype="int64")
+    out["cumulative_tokens"] = out["total_tokens"].cumsum().astype("int64")
+    out["cumulative_cost"] = out["cost"].cumsum().astype("float64")
     created = np.sort(frames.traces.loc[~frames.traces["is_validator"], "created_at"].to_numpy())
-    out["agents"] = np.searchsorted(created, out["time"].to_numpy(), side="right").astype("int64")
+    out["cumulative_agents"] = np.searchsorted(created, out["time"].to_numpy(), side="right").astype("int64")
     return out
 
 

@@ -51,11 +51,12 @@ def _top_rows(frame: pd.DataFrame, names: list[str], top: int) -> tuple[pd.DataF
     frame = frame.reset_index(drop=True)
     if len(frame) <= top + 1:  # an "others" bar for a single agent would hide nothing
         return frame, names
-    keep = np.sort(frame["tokens"].to_numpy().argsort(kind="stable")[::-1][:top])
+    keep = np.sort(frame["total_tokens"].to_numpy().argsort(kind="stable")[::-1][:top])
     rest = frame.drop(index=keep)
     others = {
-        "prompt_tokens": rest["prompt_tokens"].sum(), "completion_tokens": rest["completion_tokens"].sum(),
-        "tokens": rest["tokens"].sum(), "cost": rest["cost"].sum(),
+        "total_prompt_tokens": rest["total_prompt_tokens"].sum(),
+        "total_completion_tokens": rest["total_completion_tokens"].sum(),
+        "total_tokens": rest["total_tokens"].sum(), "total_cost": rest["total_cost"].sum(),
         "llm_calls": rest["llm_calls"].sum() if rest["llm_calls"].notna().all() else pd.NA,
     }
     shown = pd.concat([frame.loc[keep, list(others)], pd.DataFrame([others])], ignore_index=True)
@@ -75,8 +76,9 @@ def usage_by_agent_figure(frame: pd.DataFrame, names: list[str], *, top: int = D
     colors = ["#1f77b4"] * len(shown)
     if folded:
         colors[-1] = "#9ecae1"
-    ax.barh(y, shown["prompt_tokens"], color=colors, label="prompt tokens")
-    ax.barh(y, shown["completion_tokens"], left=shown["prompt_tokens"], color="#ff7f0e", label="completion tokens")
+    ax.barh(y, shown["total_prompt_tokens"], color=colors, label="prompt tokens")
+    ax.barh(y, shown["total_completion_tokens"], left=shown["total_prompt_tokens"], color="#ff7f0e",
+            label="completion tokens")
     ax.set_yticks(y, labels, fontsize=8)
     for tick in ax.get_yticklabels():  # left-aligned at the figure's edge, so the depth indentation shows
         tick.set_horizontalalignment("left")
@@ -84,7 +86,7 @@ def usage_by_agent_figure(frame: pd.DataFrame, names: list[str], *, top: int = D
     ax.invert_yaxis()
     for yi, (_, row) in zip(y, shown.iterrows()):
         calls = "?" if pd.isna(row["llm_calls"]) else int(row["llm_calls"])
-        ax.annotate(f"{calls} calls · \\${float(row['cost']):.4f}", (float(row["tokens"]), yi), xytext=(4, 0),
+        ax.annotate(f"{calls} calls · \\${float(row['total_cost']):.4f}", (float(row["total_tokens"]), yi), xytext=(4, 0),
                     textcoords="offset points", va="center", fontsize=7, annotation_clip=False)
     ax.set_xlabel("tokens", fontsize=8)
     ax.tick_params(axis="x", labelsize=7)
@@ -102,10 +104,10 @@ def usage_over_time_figure(frame: pd.DataFrame) -> Figure:
     fig.subplots_adjust(left=0.11, right=0.97, top=0.9, bottom=0.12, hspace=0.12)
     tokens_ax, counts_ax = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
     seconds = frame["elapsed_seconds"]
-    tokens_ax.step(seconds, frame["tokens"], where="post", color="#1f77b4", label="tokens")
+    tokens_ax.step(seconds, frame["cumulative_tokens"], where="post", color="#1f77b4", label="tokens")
     tokens_ax.set_ylabel("tokens", fontsize=8)
-    counts_ax.step(seconds, frame["llm_calls"], where="post", color="#ff7f0e", label="LLM calls")
-    counts_ax.step(seconds, frame["agents"], where="post", color="#2ca02c", label="agents")
+    counts_ax.step(seconds, frame["cumulative_llm_calls"], where="post", color="#ff7f0e", label="LLM calls")
+    counts_ax.step(seconds, frame["cumulative_agents"], where="post", color="#2ca02c", label="agents")
     counts_ax.set_ylabel("count", fontsize=8)
     counts_ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     counts_ax.set_xlabel("seconds since the root started", fontsize=8)
@@ -114,6 +116,6 @@ def usage_over_time_figure(frame: pd.DataFrame) -> Figure:
         ax.legend(fontsize=7, loc="upper left", frameon=False)
         for side in ("top", "right"):
             ax.spines[side].set_visible(False)
-    cost = float(frame["cost"].iloc[-1]) if len(frame) else 0.0
+    cost = float(frame["cumulative_cost"].iloc[-1]) if len(frame) else 0.0
     tokens_ax.set_title(f"Usage over time · {len(frame)} LLM calls · \\${cost:.4f}", fontsize=10, loc="left")
     return fig

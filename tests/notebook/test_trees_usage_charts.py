@@ -20,10 +20,10 @@ def usage_frame(n: int) -> pd.DataFrame:
     parents = [None] + ["r"] * 10 + [f"d{i % 10}" for i in range(n - 11)]
     tokens = np.arange(n, dtype="int64") * 10 + 100
     return pd.DataFrame({
-        "trace_id": ids, "parent": parents, "depth": [0] + [1] * 10 + [2] * (n - 11),
+        "trace_id": ids, "parent_trace_id": parents, "depth": [0] + [1] * 10 + [2] * (n - 11),
         "role": ["main"] + ["delegate"] * 10 + ["explore"] * (n - 11), "label": ids,
-        "llm_calls": pd.array([3] * n, dtype="Int64"), "prompt_tokens": tokens - 50, "completion_tokens": np.full(n, 50),
-        "tokens": tokens, "cost": np.full(n, 0.001),
+        "llm_calls": pd.array([3] * n, dtype="Int64"), "total_prompt_tokens": tokens - 50,
+        "total_completion_tokens": np.full(n, 50), "total_tokens": tokens, "total_cost": np.full(n, 0.001),
     })
 
 
@@ -39,7 +39,7 @@ def test_eight_hundred_agents_give_the_top_ones_and_one_others_bar():
     assert fig.get_size_inches()[1] < 10  # not 18,000 pixels
     bars = _bars(fig)
     total = sum(bar.get_width() for bar in bars)  # prompt and completion bars, the others included
-    assert total == pytest.approx(float(frame["tokens"].sum()))
+    assert total == pytest.approx(float(frame["total_tokens"].sum()))
     kept = names[:-1]  # the 25 biggest (the last traces, e758 … e782), in frame order
     assert [name.strip("\u2007") for name in kept] == [f"{i % 10 + 1}.{i // 10 + 1} explore" for i in range(758, 783)]
     assert "25 biggest of 794 agents" in fig.axes[0].get_title(loc="left")

@@ -25,6 +25,7 @@ from cyber_agent.experiments.scorers import (
     Scorer,
     ScorerSpec,
 )
+from cyber_agent.experiments.sweep_file import SweepPlan, load_sweep_file
 from cyber_agent.experiments.tasks import SweepTask, load_tasks
 
 __all__ = [
@@ -48,11 +49,13 @@ __all__ = [
     "ScorerSpec",
     "Sweep",
     "SweepCell",
+    "SweepPlan",
     "SweepProgress",
     "SweepReport",
     "SweepTask",
     "TextProgressBar",
     "cell_key",
+    "load_sweep_file",
     "load_tasks",
     "plot_metric",
     "plot_score_vs_cost",

@@ -44,9 +44,9 @@ from cyber_agent.trace.goal_models import Goal, GoalTree
 from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.protocols import UsageChange
 from cyber_agent.trace.records import TraceRecord
+from cyber_agent.trace.postgres_listen import listen_events
 from cyber_agent.trace.postgres_schema import migrate
 from cyber_agent.trace.sql_store import _INSERT_TRACE, SQLTraceStore
-from cyber_agent.trace.store_base import BaseTraceStore
 from cyber_agent.trace.trace_id import validate_trace_id
 
 __all__ = ["EVENTS_CHANNEL", "STOPS_CHANNEL", "PostgresTraceStore"]
@@ -97,15 +97,18 @@ class PostgresTraceStore(SQLTraceStore):
             raise ConfigurationError("store URL", f"{url!r}: pool_size must be >= 1 and retry_seconds >= 0")
         self.url, self.schema, self.pool_size, self.retry_seconds = url, schema, pool_size, retry_seconds
         self.connect_timeout = connect_timeout
-        self._conninfo = conninfo
-        self._kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": max(1, round(connect_timeout))}
+        self.conninfo = conninfo
+        self.connect_kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": max(1, round(connect_timeout))}
         if schema is not None:
-            self._kwargs["options"] = f"-c search_path={schema}"
+            self.connect_kwargs["options"] = f"-c search_path={schema}"
         self._sql_cache: dict[str, str] = {}
-        self._server = self._describe(conninfo)
         try:
-            with psycopg.connect(conninfo, **{**self._kwargs, "autocommit": False}) as conn:
+            self._server = self._describe(conninfo)
+            with psycopg.connect(conninfo, **{**self.connect_kwargs, "autocommit": False}) as conn:
                 migrate(conn, schema, self._server)
+        except psycopg.ProgrammingError as exc:
+            raise ConfigurationError("store URL", f"{url!r}: {str(exc).strip()}; options are libpq's "
+                                     f"(host, port, user, sslmode, ...) and {', '.join(sorted(_OPTIONS))}") from None
         except psycopg.OperationalError as exc:
             raise StoreUnavailableError(self._server, f"{str(exc).strip()}; is the server running? "
                                         "(docs/trace.md, 'The PostgreSQL store', says how to start one)") from None
@@ -125,10 +128,25 @@ class PostgresTraceStore(SQLTraceStore):
 
     def _open_pool(self) -> ConnectionPool[psycopg.Connection[tuple[Any, ...]]]:
         pool: ConnectionPool[psycopg.Connection[tuple[Any, ...]]] = ConnectionPool(
-            self._conninfo, min_size=1, max_size=self.pool_size, kwargs=self._kwargs, open=True,
+            self.conninfo, min_size=1, max_size=self.pool_size, kwargs=self.connect_kwargs, open=True,
             timeout=self.connect_timeout, name=f"cyber-agent {self._server}")
         weakref.finalize(self, pool.close, 1.0)
         return pool
+
+    def listen(self, trace_id: str, since_event_id: int = 0, *, poll_seconds: float = 1.0) -> AsyncIterator[TraceEvent]:
+        """The trace's events after `since_event_id`, then each new one as it commits (`postgres_listen.py`)."""
+        return listen_events(self, trace_id, since_event_id, poll_seconds=poll_seconds)
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        """Borrow a pooled connection (autocommit, this store's schema) for SQL of your own, e.g. `pandas.read_sql`."""
+        conn = self._borrow()
+        try:
+            yield conn
+        finally:
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE and not conn.broken:
+                conn.rollback()
+            self._give_back(conn)
 
     def close(self) -> None:
         """Close every connection of this instance (it cannot be used afterwards)."""
@@ -239,7 +257,7 @@ class PostgresTraceStore(SQLTraceStore):
         deadline, delay = time.monotonic() + self.retry_seconds, 0.05
         while True:
             try:
-                with psycopg.connect(self._conninfo, **self._kwargs) as conn:
+                with psycopg.connect(self.conninfo, **self.connect_kwargs) as conn:
                     row = conn.execute("SELECT txid_status(%s)", (txid,)).fetchone()
                 status = row[0] if row else None
                 if status != "in progress":

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import threading
 from abc import abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
@@ -36,12 +36,28 @@ from cyber_agent.trace.store_base import BaseTraceStore, _Hot
 from cyber_agent.trace.store_listing import DamagedEntry
 from cyber_agent.trace.trace_id import validate_trace_id
 
-__all__ = ["SQLTraceStore"]
+__all__ = ["EVENTS_SQL", "SQLTraceStore", "events_of"]
 
 _SHARED_PREFIX = '{"message":'
 _SHARED_MARK = '"payload":{"message":null'
 _INSERT_TRACE = ("INSERT INTO traces (trace_id, parent_trace_id, root_id, created_at, generation, data, goals) "
                  "VALUES (?, ?, ?, ?, 0, ?, ?)")
+
+EVENTS_SQL = ("SELECT e.event_id, e.data, m.data FROM events e LEFT JOIN messages m "
+              "ON e.shared = 1 AND m.trace_id = e.trace_id AND m.sequence = e.sequence "
+              "WHERE e.trace_id = ? AND e.event_id > ? ORDER BY e.event_id")
+"""A trace's events after an id (parameters: trace id, event id), each with its shared message's text."""
+
+
+def events_of(rows: Iterable[tuple[int, str, str | None]], where: Callable[[int], str]) -> list[TraceEvent]:
+    """The events of `EVENTS_SQL` rows (`where(event_id)` names a corrupt row)."""
+    out = []
+    for event_id, line, message in rows:
+        try:
+            out.append(TraceEvent.model_validate_json(line if message is None else _splice(line, message)))
+        except ValidationError as exc:
+            raise CorruptRecordError(where(event_id), f"invalid event ({exc.errors()[0]['msg']})") from None
+    return out
 
 
 class SQLTraceStore(BaseTraceStore):
@@ -157,22 +173,9 @@ class SQLTraceStore(BaseTraceStore):
         hot.last_event_id = event_id
         return event_id
 
-    def _event_rows(self, trace_id: str, since_event_id: int) -> list[tuple[int, str]]:
-        rows = self._query(
-            "SELECT e.event_id, e.data, m.data FROM events e LEFT JOIN messages m "
-            "ON e.shared = 1 AND m.trace_id = e.trace_id AND m.sequence = e.sequence "
-            "WHERE e.trace_id = ? AND e.event_id > ? ORDER BY e.event_id", (trace_id, max(since_event_id, 0)))
-        return [(event_id, line if message is None else _splice(line, message)) for event_id, line, message in rows]
-
     def _read_events(self, trace_id: str, since_event_id: int) -> list[TraceEvent]:
-        out = []
-        for event_id, line in self._event_rows(trace_id, since_event_id):
-            try:
-                out.append(TraceEvent.model_validate_json(line))
-            except ValidationError as exc:
-                raise CorruptRecordError(self._where(f"{trace_id}/{event_id}", "events"),
-                                         f"invalid event ({exc.errors()[0]['msg']})") from None
-        return out
+        rows = self._query(EVENTS_SQL, (trace_id, max(since_event_id, 0)))
+        return events_of(rows, lambda event_id: self._where(f"{trace_id}/{event_id}", "events"))
 
     def _repair(self, trace_id: str) -> tuple[int, int]:
         # A message and its event commit together: nothing is ever half-written.

@@ -254,3 +254,33 @@ def test_a_websocket_watcher_sees_another_processes_event_within_half_a_second(u
             if content == ack["content"]]
     assert len(lags) == 3
     assert max(lags) < 0.5, lags
+
+
+async def test_listen_reconnects_after_a_server_restart_and_replays_what_it_missed(url: str) -> None:
+    from cyber_agent.trace.postgres_store import PostgresTraceStore
+
+    store = PostgresTraceStore(url)
+    trace = Trace.create(task="listened")
+    await store.create_trace(trace)
+    seen: list[int] = []
+    first_two = asyncio.Event()
+
+    async def watch() -> None:
+        async for event in store.listen(trace.trace_id, poll_seconds=30):
+            seen.append(event.event_id)
+            if len(seen) == 2:
+                first_two.set()
+            if len(seen) == 6:
+                return
+
+    async with asyncio.TaskGroup() as group:
+        watcher = group.create_task(watch())
+        for i in range(2):
+            await store.add_message(Message.create(trace_id=trace.trace_id, role="user", content=f"before {i}"))
+        await asyncio.wait_for(first_two.wait(), 10)
+        await asyncio.to_thread(pg_server.server().restart)  # the listener's connection drops
+        for i in range(4):  # written while the listener reconnects: replayed, not missed
+            await asyncio.to_thread(asyncio.run, store.add_message(
+                Message.create(trace_id=trace.trace_id, role="user", content=f"after {i}")))
+        await asyncio.wait_for(watcher, 20)
+    assert seen == [1, 2, 3, 4, 5, 6]  # every event once, in order, across the reconnect

@@ -179,7 +179,9 @@ class PostgresTraceStore(SQLTraceStore):
             cursor = conn.execute(self._sql(sql), params)
             return cursor.fetchall() if fetch else []
         except psycopg.OperationalError as exc:
-            raise _ConnectionLost(f"{self._server}: {str(exc).strip()}") from None
+            if conn.broken or isinstance(exc, psycopg.errors.TransactionRollback):  # safe to run again
+                raise _ConnectionLost(f"{self._server}: {str(exc).strip()}") from None
+            raise StoreError(f"{self._server}: {str(exc).strip()}") from None
         except psycopg.IntegrityError:
             raise
         except psycopg.Error as exc:
@@ -219,37 +221,51 @@ class PostgresTraceStore(SQLTraceStore):
 
     # ---- transactions -----------------------------------------------------------------------
     def _begin(self) -> psycopg.Connection[tuple[Any, ...]]:
+        """Open this thread's write: a pooled connection in pipeline mode, so the write's statements
+        travel together and only its reads and its commit wait for the server."""
         if getattr(self._local, "conn", None) is not None:
             raise StoreError("internal: a second write opened on a thread that holds one")  # pragma: no cover
         conn = self._borrow()
+        pipeline = conn.pipeline()
         try:
+            pipeline.__enter__()
+            self._local.conn, self._local.pipeline, self._local.txid = conn, pipeline, None
             self._run(conn, "BEGIN", (), False)
         except BaseException:
-            self._give_back(conn)
+            self._end(failed=True)
             raise
-        self._local.conn, self._local.txid = conn, None
         return conn
 
     def _end(self, *, failed: bool) -> None:
         """Commit (or roll back) this thread's write and give its connection back."""
-        conn, txid = self._local.conn, self._local.txid
-        self._local.conn = self._local.txid = None
+        conn, pipeline, txid = self._local.conn, self._local.pipeline, self._local.txid
+        self._local.conn = self._local.pipeline = self._local.txid = None
         try:
-            if failed:
-                if not conn.broken:
-                    conn.rollback()
-                return
-            try:
-                conn.execute("COMMIT")
-            except psycopg.OperationalError as exc:
-                if conn.broken and txid is not None and self._committed(txid):
-                    return  # the answer was lost, the commit was not
-                raise _ConnectionLost(f"{self._server}: the commit failed ({str(exc).strip()})") from None
-        except psycopg.Error:
-            if failed:
-                return  # rolling back a dead connection: the server rolled back already
-            raise
+            if not failed:
+                try:
+                    conn.execute("COMMIT")
+                    pipeline.__exit__(None, None, None)  # sends what is queued; raises the write's first error
+                except psycopg.OperationalError as exc:
+                    if conn.broken and txid is not None and self._committed(txid):
+                        return  # the answer was lost, the commit was not
+                    if conn.broken or isinstance(exc, psycopg.errors.TransactionRollback):
+                        raise _ConnectionLost(f"{self._server}: the commit failed ({str(exc).strip()})") from None
+                    raise StoreError(f"{self._server}: the write did not commit: {str(exc).strip()}") from None
+                except psycopg.IntegrityError:
+                    raise
+                except psycopg.Error as exc:
+                    raise StoreError(f"{self._server}: the write did not commit: {str(exc).strip()}") from None
         finally:
+            if conn.pgconn.pipeline_status:  # still in pipeline mode (a failed write): leave it, errors known
+                try:
+                    pipeline.__exit__(None, None, None)
+                except psycopg.Error:
+                    pass
+            if not conn.broken and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                try:
+                    conn.rollback()
+                except psycopg.Error:
+                    pass  # a dead connection: the server rolled back already
             self._give_back(conn)
 
     def _committed(self, txid: int) -> bool:

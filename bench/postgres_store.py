@@ -1,14 +1,15 @@
 """Benchmark the PostgreSQL store: add_message µs at 10k and 100k, frames of 100k vs pd.read_sql, the 8-worker budget race.
 
     python bench/postgres_store.py                     # a throw-away server (tests/pg_server.py), 10k and 100k
-    python bench/postgres_store.py --quick             # sizes 2,000 and 10,000; frames of 10,000
+    python bench/postgres_store.py --quick             # sizes 1,000 and 10,000; frames of 10,000
     python bench/postgres_store.py --url postgresql://user@host/db?schema=bench   # your own server
     python bench/postgres_store.py --json out.json
 
-- add_message: one trace grown through `add_message` (the messages of `bench/store.py`: an
-  assistant turn with a tool call, then a ~600-character tool result, under a goal two levels
-  deep); at each size the median µs per add over chunks of 200 in the last `--window` adds, so a
-  cost that grew with the trace shows as more µs at 100k than at 10k.
+- add_message: a trace of each size (the messages of `bench/store.py`: an assistant turn with a
+  tool call, then a ~600-character tool result, under a goal two levels deep; filled through a
+  memory store and imported), then chunks of 200 `add_message` taken round robin across the
+  sizes; the median µs per add of each, so a cost that grew with the trace shows as more µs at
+  100k than at 10k, and a burst of load from other processes hits both sizes alike.
 - frames: `ato_frames` of that trace (messages and events, through `read_records`) against
   `pandas.read_sql` of the typed message columns of the same rows (the floor: one query, no JSON).
 - budget race: 8 worker processes (`tests/reliability/store_workers.py budget`) race for one
@@ -40,31 +41,45 @@ from store import _message, _new_trace  # noqa: E402  (bench/store.py: the same 
 
 from cyber_agent.core.resource_budget import ResourceBudgetController  # noqa: E402
 from cyber_agent.notebook.frames import ato_frames  # noqa: E402
-from cyber_agent.trace import Trace  # noqa: E402
+from cyber_agent.trace import InMemoryTraceStore, Trace  # noqa: E402
 from cyber_agent.trace.budget_limits import ResourceBudget  # noqa: E402
 from cyber_agent.trace.postgres_store import PostgresTraceStore  # noqa: E402
 
 CHUNK = 200
 
 
-async def bench_adds(store: PostgresTraceStore, sizes: list[int], window: int) -> tuple[str, dict[int, float]]:
-    trace_id = await _new_trace(store)
-    out: dict[int, float] = {}
-    done, parent = 0, None
-    for size in sizes:
-        chunks: list[float] = []
-        while done < size:
+async def _filled(store: PostgresTraceStore, size: int) -> str:
+    """A trace of `size` messages: written by add_message into a memory store, then imported (one transaction)."""
+    memory = InMemoryTraceStore()
+    trace_id = await _new_trace(memory)
+    parent = None
+    for step in range(size):
+        message = _message(trace_id, step, parent)
+        await memory.add_message(message)
+        parent = message.sequence
+    await store.import_records(await memory.read_records([trace_id]))
+    return trace_id
+
+
+async def bench_adds(store: PostgresTraceStore, sizes: list[int], chunks: int) -> tuple[str, dict[int, float]]:
+    """µs per add_message on traces of each size, chunks of 200 adds taken round robin across the sizes
+    (so a change of machine load hits every size alike)."""
+    traces = {size: await _filled(store, size) for size in sizes}
+    heads = {size: size for size in sizes}
+    times: dict[int, list[float]] = {size: [] for size in sizes}
+    for round_ in range(chunks):
+        for size, trace_id in sorted(traces.items(), reverse=bool(round_ % 2)):  # neither size always goes first
             start = time.perf_counter()
-            n = min(CHUNK, size - done)
-            for _ in range(n):
-                message = _message(trace_id, done, parent)
+            for _ in range(CHUNK):
+                message = _message(trace_id, heads[size], heads[size])
                 await store.add_message(message)
-                parent, done = message.sequence, done + 1
-            if size - done < window:
-                chunks.append((time.perf_counter() - start) / n * 1e6)
-        out[size] = statistics.median(chunks)
-        print(f"add_message at {size:>7,} messages: {out[size]:8.0f} µs/add (median of {len(chunks)} chunks)", flush=True)
-    return trace_id, out
+                heads[size] = message.sequence
+            times[size].append((time.perf_counter() - start) / CHUNK * 1e6)
+    out = {size: statistics.median(samples) for size, samples in times.items()}
+    for size in sizes:
+        print(f"add_message on a trace of {size:>7,} messages: {out[size]:7.0f} µs/add "
+              f"(median of {chunks} chunks of {CHUNK})", flush=True)
+    return traces[max(sizes)], out
 
 
 async def bench_frames(store: PostgresTraceStore, trace_id: str, reps: int) -> dict[str, float]:
@@ -119,18 +134,18 @@ async def main() -> int:
     parser.add_argument("--url", help="a postgresql:// URL (default: a throw-away server from tests/pg_server.py)")
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--sizes", default=None, help="comma-separated trace sizes (default 10000,100000)")
-    parser.add_argument("--window", type=int, default=2000, help="adds before each size that are timed")
+    parser.add_argument("--chunks", type=int, default=10, help="timed chunks of 200 adds per size")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    sizes = [int(s) for s in (args.sizes or ("2000,10000" if args.quick else "10000,100000")).split(",")]
+    sizes = [int(s) for s in (args.sizes or ("1000,10000" if args.quick else "10000,100000")).split(",")]
     url = args.url
     if url is None:
         from tests import pg_server
 
         url = pg_server.server().schema_url(f"bench_{os.getpid()}")
     store = PostgresTraceStore(url)
-    trace_id, adds = await bench_adds(store, sizes, min(args.window, sizes[0]))
+    trace_id, adds = await bench_adds(store, sizes, args.chunks)
     frames = await bench_frames(store, trace_id, 1 if args.quick else args.reps)
     race = await bench_race(url, 8, 25)
     if args.json:

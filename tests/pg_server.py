@@ -72,7 +72,7 @@ class PgServer:
                       "--no-sync", "--locale=C")
         with open(self.data / "postgresql.conf", "a") as conf:
             conf.write(f"\nlisten_addresses = ''\nunix_socket_directories = '{self.socket_dir}'\nport = {self.port}\n"
-                       "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\nmax_connections = 200\n"
+                       "fsync = off\nsynchronous_commit = off\nfull_page_writes = off\nmax_connections = 300\n"
                        "shared_buffers = 64MB\n")
 
     def start(self) -> None:

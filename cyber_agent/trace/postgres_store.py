@@ -24,30 +24,27 @@ the server's connections, transactions, writer lock, retries and live events.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import threading
 import time
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from cyber_agent.errors import ConfigurationError, ConflictError, StoreError, StoreUnavailableError
-from cyber_agent.trace.events import EventType, TraceEvent
-from cyber_agent.trace.goal_models import Goal, GoalTree
-from cyber_agent.trace.models import Message, Trace
-from cyber_agent.trace.protocols import UsageChange
-from cyber_agent.trace.records import TraceRecord
+from cyber_agent.trace.events import TraceEvent
+from cyber_agent.trace.goal_models import GoalTree
+from cyber_agent.trace.models import Trace
 from cyber_agent.trace.postgres_listen import listen_events
+from cyber_agent.trace.postgres_retry import RetriedWrites, _ConnectionLost
 from cyber_agent.trace.postgres_schema import migrate
-from cyber_agent.trace.sql_store import _INSERT_TRACE, SQLTraceStore
-from cyber_agent.trace.trace_id import validate_trace_id
+from cyber_agent.trace.sql_store import _INSERT_TRACE
 
 __all__ = ["EVENTS_CHANNEL", "STOPS_CHANNEL", "PostgresTraceStore"]
 
@@ -58,11 +55,6 @@ STOPS_CHANNEL = "cyber_agent_stops"
 
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _OPTIONS: dict[str, type] = {"schema": str, "pool_size": int, "retry_seconds": float}
-T = TypeVar("T")
-
-
-class _ConnectionLost(StoreError):
-    """A statement or commit failed because the connection dropped; the write did not happen."""
 
 
 def split_url(url: str) -> tuple[str, dict[str, str]]:
@@ -77,7 +69,7 @@ def split_url(url: str) -> tuple[str, dict[str, str]]:
     return urlunsplit(parts._replace(query=urlencode(theirs))), ours
 
 
-class PostgresTraceStore(SQLTraceStore):
+class PostgresTraceStore(RetriedWrites):
     """Persist traces on a PostgreSQL server; any number of processes and machines may share it."""
 
     def __init__(self, url: str, *, schema: str | None = None, pool_size: int = 4, retry_seconds: float = 30.0,
@@ -129,8 +121,8 @@ class PostgresTraceStore(SQLTraceStore):
     def _open_pool(self) -> ConnectionPool[psycopg.Connection[tuple[Any, ...]]]:
         pool: ConnectionPool[psycopg.Connection[tuple[Any, ...]]] = ConnectionPool(
             self.conninfo, min_size=1, max_size=self.pool_size, kwargs=self.connect_kwargs, open=True,
-            timeout=self.connect_timeout, name=f"cyber-agent {self._server}")
-        weakref.finalize(self, pool.close, 1.0)
+            timeout=self.connect_timeout, name=f"cyber-agent {self._server}", num_workers=1)
+        weakref.finalize(self, _close_pool, pool, os.getpid())
         return pool
 
     def listen(self, trace_id: str, since_event_id: int = 0, *, poll_seconds: float = 1.0) -> AsyncIterator[TraceEvent]:
@@ -338,82 +330,8 @@ class PostgresTraceStore(SQLTraceStore):
             if name == "stop_request":
                 self._execute("SELECT pg_notify(?, ?)", (STOPS_CHANNEL, trace_id))
 
-    # ---- writes re-run after a dropped connection ----------------------------------------------
-    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
-        """Run one write; re-run it from the start while the connection drops, up to `retry_seconds`."""
-        deadline, delay = time.monotonic() + self.retry_seconds, 0.05
-        while True:
-            try:
-                return await call()
-            except _ConnectionLost as exc:
-                delay = self._backoff(deadline, delay, exc)
-                await asyncio.sleep(delay)
 
-    async def create_trace(self, trace: Trace) -> str:
-        """Persist a new trace and an empty goal tree; return its id."""
-        return await self._retrying(lambda: SQLTraceStore.create_trace(self, trace))
-
-    async def update_trace(self, trace_id: str, **updates: Any) -> Trace:
-        """Update trace fields; a status change appends `trace_status_changed`."""
-        return await self._retrying(lambda: SQLTraceStore.update_trace(self, trace_id, **updates))
-
-    async def add_message(self, message: Message) -> str:
-        """Assign the next sequence, persist, update totals and goal stats, append `message_added`."""
-        given = (message.sequence, message.message_id)
-
-        def attempt() -> Awaitable[str]:
-            message.sequence, message.message_id = given
-            return SQLTraceStore.add_message(self, message)
-        return await self._retrying(attempt)
-
-    async def update_message(self, message_id: str, **updates: Any) -> Message:
-        """Update fields of a message other than its identity, tree position and counted numbers."""
-        return await self._retrying(lambda: SQLTraceStore.update_message(self, message_id, **updates))
-
-    async def append_event(self, trace_id: str, event_type: EventType, payload: dict[str, Any]) -> int:
-        """Append an event whose payload fits its model; return its id."""
-        return await self._retrying(lambda: SQLTraceStore.append_event(self, trace_id, event_type, payload))
-
-    async def add_goal(self, trace_id: str, goal: Goal) -> None:
-        """Insert a goal (its stats start at zero) and append `goal_added`."""
-        await self._retrying(lambda: SQLTraceStore.add_goal(self, trace_id, goal))
-
-    async def update_goal(self, trace_id: str, goal_id: str, **updates: Any) -> list[Goal]:
-        """Update a goal (status changes follow the tree's cascade rule); append `goal_updated`."""
-        return await self._retrying(lambda: SQLTraceStore.update_goal(self, trace_id, goal_id, **updates))
-
-    async def update_goal_tree(self, trace_id: str, tree: GoalTree) -> None:
-        """Replace the goal tree; stats stay the store's."""
-        await self._retrying(lambda: SQLTraceStore.update_goal_tree(self, trace_id, tree))
-
-    async def replace_resource_usage(self, root_trace_id: str, usage: dict[str, Any]) -> None:
-        """Atomically replace the root's usage record."""
-        await self._retrying(lambda: SQLTraceStore.replace_resource_usage(self, root_trace_id, usage))
-
-    async def update_resource_usage(self, root_trace_id: str, change: UsageChange) -> dict[str, Any] | None:
-        """Read, change and write the root's usage record under its row lock (`change` may run again after a retry)."""
-        return await self._retrying(lambda: SQLTraceStore.update_resource_usage(self, root_trace_id, change))
-
-    async def replace_tool_approvals(self, trace_id: str, state: dict[str, Any]) -> None:
-        """Atomically replace the trace's approval state."""
-        await self._retrying(lambda: SQLTraceStore.replace_tool_approvals(self, trace_id, state))
-
-    async def request_stop(self, trace_id: str, reason: str, *, subtree: bool = True) -> None:
-        """Persist a stop request (seen by every worker of the tree) and NOTIFY `cyber_agent_stops`."""
-        await self._retrying(lambda: SQLTraceStore.request_stop(self, trace_id, reason, subtree=subtree))
-
-    async def clear_stop(self, trace_id: str) -> None:
-        """Withdraw the trace's own stop request."""
-        await self._retrying(lambda: SQLTraceStore.clear_stop(self, trace_id))
-
-    async def flush(self) -> None:
-        """Nothing waits for a checkpoint here (every write commits its totals); kept for the protocol."""
-        await self._retrying(lambda: SQLTraceStore.flush(self))
-
-    async def import_records(self, records: Sequence[TraceRecord], *, skip_existing: bool = False) -> list[str]:
-        """Write whole traces from another store or an export, one transaction (and retry) per trace."""
-        written: list[str] = []
-        for record in records:
-            written += await self._retrying(
-                lambda: SQLTraceStore.import_records(self, [record], skip_existing=skip_existing))
-        return written
+def _close_pool(pool: ConnectionPool[psycopg.Connection[tuple[Any, ...]]], pid: int) -> None:
+    """Close a pool in the process that opened it; a forked child leaves its parent's sessions alone."""
+    if os.getpid() == pid:
+        pool.close(timeout=1.0)

@@ -50,13 +50,13 @@ from cyber_agent.core.runner import AgentRunner, RunResult  # noqa: E402
 from cyber_agent.llm.fakes import ScriptedModel  # noqa: E402
 from cyber_agent.llm.types import DeltaCallback, LLMResponse, ToolCall  # noqa: E402
 from cyber_agent.tools.registry import ToolRegistry  # noqa: E402
-from cyber_agent.trace import FileSystemTraceStore, InMemoryTraceStore, open_store  # noqa: E402
+from cyber_agent.trace import FileSystemTraceStore, InMemoryTraceStore, SQLiteTraceStore, open_store  # noqa: E402
 from cyber_agent.trace.store_base import BaseTraceStore  # noqa: E402
 
 TASK = "add the numbers"
 ANSWER = "done"
 BASELINE = ("langgraph", "none")
-TARGETS = (("file", 0.5), ("memory", 0.1))
+TARGETS = (("file", 0.5), ("sqlite", 0.5), ("memory", 0.1))
 FLATNESS_LIMIT = 1.5
 PACKAGES = ("cyber-agent", "pydantic", "pydantic-ai-slim", "langgraph", "langgraph-prebuilt", "langchain-core")
 
@@ -144,12 +144,16 @@ def cyber_agent_case(store: str, *, tmp_root: str, scripted: bool = False, url: 
         model: _ToolThenAnswer | _TimedScriptedModel = _TimedScriptedModel(steps) if scripted else _ToolThenAnswer(steps)
         # Kept until the bench ends: deleting thousands of files between runs makes the next
         # run's file creations slow on some filesystems (online discard), which is not the store's cost.
-        tmp = tempfile.mkdtemp(dir=tmp_root, prefix="run-") if store == "file" else ""
-        trace_store: BaseTraceStore = FileSystemTraceStore(tmp) if store == "file" else InMemoryTraceStore()
+        tmp = tempfile.mkdtemp(dir=tmp_root, prefix="run-") if store in ("file", "sqlite") else ""
+        trace_store: BaseTraceStore
         if url is not None:
             if not opened:
                 opened.append(open_store(url))
             trace_store = opened[0]
+        elif store == "sqlite":
+            trace_store = SQLiteTraceStore(Path(tmp) / "runs.db")
+        else:
+            trace_store = FileSystemTraceStore(tmp) if store == "file" else InMemoryTraceStore()
         runner = AgentRunner(trace_store=trace_store, llm_call=model, tool_registry=registry)
         config = RunConfig(max_iterations=steps + 1, tools=["add"])
         started = time.perf_counter()
@@ -173,9 +177,10 @@ async def _check_cyber_agent(result: RunResult, steps: int, store: str, director
     expected = 2 + 2 * steps + 1  # system, user, N x (assistant, tool), final answer
     if result.trace.total_messages != expected:
         raise AssertionError(f"trace has {result.trace.total_messages} messages, expected {expected}")
-    if store == "file":
-        # A fresh instance reads meta.json from disk: the run really persisted.
-        on_disk = await FileSystemTraceStore(directory).get_trace(result.trace.trace_id)
+    if store in ("file", "sqlite"):
+        # A fresh instance reads the trace from disk: the run really persisted.
+        fresh = FileSystemTraceStore(directory) if store == "file" else SQLiteTraceStore(Path(directory) / "runs.db")
+        on_disk = await fresh.get_trace(result.trace.trace_id)
         if on_disk is None or on_disk.status != "completed" or on_disk.total_messages != expected:
             raise AssertionError(f"trace on disk is {on_disk and (on_disk.status, on_disk.total_messages)}")
 
@@ -276,6 +281,7 @@ def build_cases(args: argparse.Namespace, tmp_root: str) -> list[Case]:
     cases = [
         Case(framework="cyber_agent", store="file", run=cyber_agent_case("file", tmp_root=tmp_root)),
         Case(framework="cyber_agent", store="memory", run=cyber_agent_case("memory", tmp_root=tmp_root)),
+        Case(framework="cyber_agent", store="sqlite", run=cyber_agent_case("sqlite", tmp_root=tmp_root)),
     ]
     if args.store_url:
         kind = args.store_url.split(":", 1)[0]

@@ -44,6 +44,7 @@ from cyber_agent.notebook.frames import ato_frames  # noqa: E402
 from cyber_agent.trace import InMemoryTraceStore, Trace  # noqa: E402
 from cyber_agent.trace.budget_limits import ResourceBudget  # noqa: E402
 from cyber_agent.trace.postgres_store import PostgresTraceStore  # noqa: E402
+from cyber_agent.trace.sqlite_schema import MESSAGE_COLUMNS  # noqa: E402
 
 CHUNK = 200
 
@@ -85,7 +86,8 @@ async def bench_adds(store: PostgresTraceStore, sizes: list[int], chunks: int) -
 async def bench_frames(store: PostgresTraceStore, trace_id: str, reps: int) -> dict[str, float]:
     import pandas as pd
 
-    sql, names = store.message_frame_query()
+    names = [name for name, _ in MESSAGE_COLUMNS]
+    sql = f"SELECT trace_id, sequence, {', '.join(names)} FROM messages"
     frames_s, read_sql_s = [], []
     rows = 0
     for _ in range(reps):

@@ -1,5 +1,5 @@
-"""The `cyber-agent` command line: run, show, demo, serve, extractions, and the store commands
-(copy, export, import, stop: `cyber_agent/cli_store.py`)."""
+"""The `cyber-agent` command line: run, show, demo, serve, extractions, export-otel, the store
+commands (copy, export, import, stop: `cyber_agent/cli_store.py`) and sweep (`cyber_agent/cli_sweep.py`)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from cyber_agent.cli_store import STORE_COMMANDS, add_store_commands, store_command
+from cyber_agent.cli_sweep import add_sweep_command, sweep_command
 from cyber_agent.errors import CyberAgentError
 
 __all__ = ["main"]
@@ -33,7 +34,7 @@ def _store(url: str | None):  # noqa: ANN202 - returns a TraceStore
 
 async def _run(
     task: str, model: str, mode: str, store_path: str, workspace: str | None, max_iterations: int,
-    anchor: dict | None = None,
+    anchor: dict | None = None, provider: dict | None = None, dialect: str | None = None,
 ) -> int:
     from cyber_agent.core.config import RunConfig
     from cyber_agent.core.runner import AgentRunner
@@ -41,8 +42,11 @@ async def _run(
 
     store = _store(store_path)
     runner = AgentRunner(trace_store=store, workspace=workspace)
-    config = RunConfig(model=model, max_iterations=max_iterations, workspace=workspace, agent_mode=mode,  # type: ignore[arg-type]
-                       root_task_anchor=anchor if mode == "recursive" else None)
+    fields = {"model": model, "max_iterations": max_iterations, "workspace": workspace, "agent_mode": mode,
+              "root_task_anchor": anchor if mode == "recursive" else None, "provider": provider or {}}
+    if dialect is not None:  # only when given: unset, CYBER_AGENT_DIALECT decides
+        fields["tool_dialect"] = dialect
+    config = RunConfig.model_validate(fields)
     result = await runner.run_result([{"role": "user", "content": task}], config)
     trace = result.trace
     print(await render_trace_tree(store, trace.trace_id))
@@ -56,7 +60,10 @@ async def _run(
     if usage:
         print(f"tree budget used: {usage['agents']} agents, {usage['llm_calls']} LLM calls, "
               f"{usage['validation_tool_calls']} validation tool calls")
-    print(f"trace id: {trace.trace_id}  (store: {store!r}; `cyber-agent show {trace.trace_id}`)")
+    from cyber_agent.trace.store_url import store_url_of
+
+    url = store_url_of(store) or "memory:"
+    print(f"trace id: {trace.trace_id}  (store: {url}; `cyber-agent --store {url} show {trace.trace_id}`)")
     return 0 if trace.status == "completed" else 1
 
 
@@ -89,6 +96,26 @@ async def _show(trace_id: str, store_path: str) -> int:
     return 0
 
 
+def _add_provider_flags(run: argparse.ArgumentParser) -> None:
+    # Unset flags stay out of RunConfig.provider, so CYBER_AGENT_* variables and the defaults apply.
+    group = run.add_argument_group("provider", "model-call settings (docs/llm.md, settings table)")
+    group.add_argument("--timeout", type=float, default=None, metavar="S",
+                       help="seconds per read of the provider's answer (CYBER_AGENT_TIMEOUT; default 120)")
+    group.add_argument("--retries", type=int, default=None, metavar="N",
+                       help="retries after the first attempt (CYBER_AGENT_RETRIES; default 2)")
+    group.add_argument("--max-tokens", type=int, default=None, metavar="N",
+                       help="output-token cap per call (CYBER_AGENT_MAX_TOKENS; default: the provider's)")
+    group.add_argument("--dialect", choices=["auto", "native", "xml", "pformat"], default=None,
+                       help="how tool calls travel (CYBER_AGENT_DIALECT; default auto)")
+    group.add_argument("--stream", action=argparse.BooleanOptionalAction, default=None,
+                       help="always (--stream) or never (--no-stream) stream answers (CYBER_AGENT_STREAM)")
+
+
+def _provider_flags(args: argparse.Namespace) -> dict:
+    names = {"timeout": "timeout", "retries": "retries", "max_tokens": "max_tokens", "stream": "stream"}
+    return {field: getattr(args, flag) for flag, field in names.items() if getattr(args, flag) is not None}
+
+
 def _add_server_commands(sub: argparse._SubParsersAction) -> None:
     serve = sub.add_parser("serve", help="run the local Trace API (REST + WebSocket) with uvicorn")
     serve.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
@@ -100,6 +127,12 @@ def _add_server_commands(sub: argparse._SubParsersAction) -> None:
     serve.add_argument("--experiences", default=".cache/experiences.md", help="experiences file (approved lessons)")
     serve.add_argument("--allow-origin", action="append", default=None,
                        help="front-end origin allowed by CORS and WebSocket checks (repeat; default :3000 on localhost)")
+    otel = sub.add_parser("export-otel", help="send a stored tree to an OTLP/HTTP collector (the otel extra)")
+    otel.add_argument("root_id", help="root trace id of the tree")
+    otel.add_argument("--endpoint", required=True, help="collector URL, e.g. http://127.0.0.1:4318 (/v1/traces is added)")
+    otel.add_argument("--store", default=argparse.SUPPRESS, help="store URL (default: $CYBER_AGENT_STORE, else file:.trace)")
+    otel.add_argument("--capture-content", action="store_true", help="also send prompts, answers and tool I/O")
+    otel.add_argument("--timeout", type=float, default=10.0, help="seconds the collector may take (default 10)")
     extractions = sub.add_parser("extractions", help="review lessons extracted by reflections")
     extractions.add_argument("action", choices=["list", "approve", "reject"])
     extractions.add_argument("extraction_id", nargs="?")
@@ -108,7 +141,19 @@ def _add_server_commands(sub: argparse._SubParsersAction) -> None:
     extractions.add_argument("--note", default="", help="reviewer note")
 
 
+def _export_otel(args: argparse.Namespace) -> int:
+    try:
+        from cyber_agent.otel._command import export_command
+    except ImportError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return export_command(_store(args.store), args.root_id, args.endpoint, capture_content=args.capture_content,
+                          timeout=args.timeout)
+
+
 def _server_command(args: argparse.Namespace) -> int:
+    if args.command == "export-otel":
+        return _export_otel(args)
     if args.command == "serve":
         from cyber_agent.server.serve import ServeSettings, parse_origins, serve
 
@@ -148,18 +193,22 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--max-iterations", type=int, default=30)
     run.add_argument("--criterion", action="append", default=[], help="recursive: a completion criterion (repeat)")
     run.add_argument("--constraint", action="append", default=[], help="recursive: a hard constraint (repeat)")
+    _add_provider_flags(run)
     show = sub.add_parser("show", help="print a trace tree with totals")
     show.add_argument("trace_id")
     demo = sub.add_parser("demo", help="run the offline demo (no network)")
     demo.add_argument("--mode", choices=["legacy", "recursive"], default="recursive")
     _add_server_commands(sub)
     add_store_commands(sub)
+    add_sweep_command(sub)
     args = parser.parse_args(argv)
     try:
-        if args.command in ("serve", "extractions"):
+        if args.command in ("serve", "extractions", "export-otel"):
             return _server_command(args)
         if args.command in STORE_COMMANDS:
             return asyncio.run(store_command(args))
+        if args.command == "sweep":
+            return asyncio.run(sweep_command(args))
         if args.command == "run":
             anchor = None
             if args.mode == "recursive":
@@ -168,13 +217,22 @@ def main(argv: list[str] | None = None) -> int:
                           file=sys.stderr)
                     return 2
                 anchor = {"objective": args.task, "completion_criteria": args.criterion, "constraints": args.constraint}
-            return asyncio.run(_run(args.task, args.model, args.mode, args.store, args.workspace, args.max_iterations, anchor))
+            return asyncio.run(_run(args.task, args.model, args.mode, args.store, args.workspace, args.max_iterations, anchor,
+                                    provider=_provider_flags(args), dialect=args.dialect))
         if args.command == "show":
             return asyncio.run(_show(args.trace_id, args.store))
         workspace = str(Path(__file__).resolve().parent.parent) if Path("data/sales.csv").exists() is False else None
         return asyncio.run(_run(DEMO_TASK, "demo", args.mode, args.store, workspace, 30, DEMO_ANCHOR))
     except CyberAgentError as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except ValueError as exc:  # a RunConfig field out of range (e.g. --timeout 0) is a pydantic ValidationError
+        from pydantic import ValidationError
+
+        if not isinstance(exc, ValidationError):
+            raise
+        problems = "; ".join(str(error["msg"]).removeprefix("Value error, ") for error in exc.errors())
+        print(f"error: {problems}", file=sys.stderr)
         return 2
 
 

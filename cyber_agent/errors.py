@@ -16,7 +16,8 @@
     ├── GoalError                   an invalid goal-tree operation (the model sees it)
     ├── ToolError                   a tool call that cannot run (the model sees it)
     │   ├── UnknownToolError
-    │   └── ToolArgumentError
+    │   ├── ToolArgumentError
+    │   └── ToolRefusedError        a limit of the run refused the call (child quota, tree budget, depth)
     ├── LLMError                    a provider call failed
     │   ├── LLMHTTPError            non-retryable HTTP status (4xx)
     │   ├── LLMTransportError       network failure after retries
@@ -57,6 +58,7 @@ __all__ = [
     "StoreUnavailableError",
     "ToolArgumentError",
     "ToolError",
+    "ToolRefusedError",
     "TraceLockedError",
     "TraceNotFoundError",
     "UnknownToolError",
@@ -170,6 +172,15 @@ class UnknownToolError(ToolError):
         super().__init__(f"tool {name!r} is not available to this agent; available tools: {shown}")
 
 
+class ToolRefusedError(ToolError):
+    """A limit of the run refused the call; the tool message records `refused=<limit>` in its metadata."""
+
+    def __init__(self, limit: str, message: str) -> None:
+        self.limit = limit
+        """Which limit refused: an A10 resource (`agents`, ...), `children` (the child quota) or `depth`."""
+        super().__init__(message)
+
+
 class ToolArgumentError(ToolError):
     """The arguments of a tool call do not validate."""
 
@@ -177,15 +188,21 @@ class ToolArgumentError(ToolError):
 class LLMError(CyberAgentError):
     """A model call failed."""
 
+    retries: tuple[object, ...] = ()
+    """Attempts that failed and were retried before this error (`cyber_agent/llm/types.py:RetryRecord`)."""
+
 
 class LLMHTTPError(LLMError):
     """The provider answered with a non-retryable HTTP status."""
 
-    def __init__(self, status_code: int, body: str, url: str) -> None:
+    def __init__(self, status_code: int, body: str, url: str, hint: str = "") -> None:
         self.status_code = status_code
         self.body = body
         self.url = url
-        super().__init__(f"provider returned HTTP {status_code} for {url}: {body[:500]}")
+        self.hint = hint
+        """The likely fix, naming the setting behind the failure ("" when there is none to give)."""
+        text = f"provider returned HTTP {status_code} for {url}: {body[:500]}"
+        super().__init__(f"{text} — {hint}" if hint else text)
 
 
 class LLMTransportError(LLMError):

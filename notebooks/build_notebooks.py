@@ -23,11 +23,12 @@ from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 HERE = Path(__file__).resolve().parent
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+"""The notebooks' kernelspec: ipykernel's own (`jupyter kernelspec list`), as JupyterLab records it."""
 CHECK = "# NBVAL_CHECK_OUTPUT\n"
 IGNORE = "# NBVAL_IGNORE_OUTPUT\n"
 
 SETUP = """\
-%matplotlib inline
 import tempfile
 from pathlib import Path
 
@@ -65,11 +66,13 @@ fans the work out to one level of sub-agents (`explore`), then merges their answ
 ## Launch
 
 `launch` starts the run on a background event loop and returns a `RunHandle` as soon as the
-root trace exists, so the cell returns at once. The progress line below it updates live:
-agents (and how deep), LLM calls, tokens, cost, and the tool each agent is running.
+root trace exists, so the cell returns at once. The progress table below it updates live:
+agents (and how deep), LLM calls, tokens, cost, and one row per running agent with the tool it
+runs now. `handle.progress()` shows it again in any later cell.
 
-Traces go to a temporary store here, so repeated runs never collide; pass `store=".trace"`
-to keep them.
+The demo model would answer instantly; `model="demo:latency=0.05"` makes each reply wait 50 ms,
+as a provider's would, so there is something to watch. Traces go to a temporary store here, so
+repeated runs never collide; pass `store=".trace"` to keep them.
 """),
         code("""
 from cyber_agent.cli import DEMO_TASK
@@ -77,8 +80,8 @@ from cyber_agent.notebook import launch
 
 TMP = tempfile.TemporaryDirectory(prefix="cyber-agent-nb01-")  # removed when the kernel exits
 STORE = Path(TMP.name)
-handle = await launch(DEMO_TASK, mode="legacy", model="demo", store=STORE, workspace=REPO)
-print(DEMO_TASK)"""),
+handle = await launch(DEMO_TASK, mode="legacy", model="demo:latency=0.05", store=STORE, workspace=REPO)
+print(DEMO_TASK)""", ignore=True),
         md("""
 ## Wait for the answer
 
@@ -95,8 +98,9 @@ print(result.answer)""", check=True),
 ## The trace tree
 
 Every agent is its own **trace**; sub-agents hang under the agent that started them. Colour is
-the status, the marker the role. The drawing is a plain `matplotlib.figure.Figure` with a tidy
-tree layout, readable up to thousands of nodes (labels are dropped where they would overlap).
+the status, the marker the role; each label starts with a unique path (`3` is the root's third
+agent) and says what the agent handled. The drawing is a plain `matplotlib.figure.Figure` with a
+tidy tree layout, readable up to thousands of nodes (big subtrees fold into count nodes).
 """),
         code("""
 from cyber_agent.notebook import draw_trace_tree, trace_graph
@@ -106,7 +110,7 @@ draw_trace_tree(handle.store, handle.trace_id)"""),
         code("""
 graph = trace_graph(handle.store, handle.trace_id)
 for node, data in graph.nodes(data=True):
-    print(f"{'  ' * data['depth']}{data['label'].splitlines()[0]:<10} {data['role']:<8} {data['status']}")""", check=True),
+    print(f"{data['path']:<5} {data['role']:<8} {data['title']:<32} {data['status']}")""", check=True),
         md("""
 ## The goal tree
 
@@ -412,11 +416,16 @@ NOTEBOOKS = {
 def build(name: str, cells: Callable[[], list[nbformat.NotebookNode]], *, run: bool) -> Path:
     """Write the notebook `name` from its cells, executing it first unless `run` is False."""
     nb = new_notebook(cells=cells())
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    # What JupyterLab writes for the ipykernel spec, so opening a notebook does not rewrite (and autosave) it;
+    # nbclient fills language_info from the kernel, as JupyterLab does.
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
     nb.metadata["language_info"] = {"name": "python"}
     path = HERE / name
     if run:
-        NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(HERE)}}).execute()
+        # store_widget_state: the saved notebook carries its widgets' models, so it reopens without
+        # "Error displaying widget: model not found" (RunHandle.result re-sends progress in its cell).
+        NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True,
+                       resources={"metadata": {"path": str(HERE)}}).execute()
     nbformat.write(nb, path)
     return path
 

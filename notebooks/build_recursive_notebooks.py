@@ -26,7 +26,6 @@ from build_notebooks import main as build_all
 HERE = Path(__file__).resolve().parent
 
 SETUP = """\
-%matplotlib inline
 import tempfile
 from pathlib import Path
 
@@ -76,48 +75,44 @@ for constraint in DEMO_ANCHOR["constraints"]:
 
 `launch(..., mode="recursive", root_task_anchor=...)` starts the run on the toolkit's
 background loop and returns as soon as the root trace exists; the progress table below the
-cell updates live (agents and depth, LLM calls, tokens, the tool each agent is running).
-Traces go to a temporary store, so re-running never collides with an earlier run.
+cell updates live: agents and validators, depth, LLM calls, tokens, and one row per running
+agent with the tool it runs now. Traces go to a temporary store, so re-running never collides
+with an earlier run.
 
-The demo model answers instantly and never hands the event loop back, so a live view of it
-would jump straight from start to end. To watch the tree grow we give each of its calls
-30 ms of latency, as a real provider has: `llm_call=` takes any async callable with the
-model contract (here the demo model, wrapped).
+The demo model answers instantly, so a live view of it would jump straight from start to end.
+`model="demo:latency=0.02"` makes each of its replies wait 20 ms, as a provider's would, and the
+tree grows slowly enough to watch.
 """),
         code("""
 import asyncio
 
-from cyber_agent.llm.resolve import resolve_llm
 from cyber_agent.notebook import launch
-
-demo_model = resolve_llm("demo").llm_call
-
-
-async def demo_with_latency(*args, **kwargs):
-    await asyncio.sleep(0.03)  # lets the progress poller run between calls
-    return await demo_model(*args, **kwargs)
-
 
 TMP = tempfile.TemporaryDirectory(prefix="cyber-agent-nb02-")  # removed when the kernel exits
 STORE = Path(TMP.name)
-handle = await launch(DEMO_TASK, mode="recursive", model="demo", llm_call=demo_with_latency,
-                      store=STORE, workspace=REPO, root_task_anchor=DEMO_ANCHOR)
+handle = await launch(DEMO_TASK, mode="recursive", model="demo:latency=0.02", store=STORE, workspace=REPO,
+                      root_task_anchor=DEMO_ANCHOR)
 ROOT = handle.trace_id""", ignore=True),
         md("""
-The cell returned while the tree is still growing, so the kernel is free. `handle.progress` is
-the latest snapshot; here we print one line each time the shape of the tree changes (the exact
-lines depend on timing):
+The cell returned while the tree is still growing, so the kernel is free. `handle.snapshot` is
+the latest snapshot, and `handle.progress()` shows the live table again wherever it is called
+(Run All has scrolled the first one away by now):
+"""),
+        code("handle.progress()", ignore=True),
+        md("""
+The snapshot is plain data; here we print one line each time the shape of the tree changes
+(the exact lines depend on timing):
 """),
         code("""
 shape = None
 while not handle.done:
-    snapshot = handle.progress
-    if (snapshot.agents, snapshot.depth, snapshot.running) != shape:
-        shape = (snapshot.agents, snapshot.depth, snapshot.running)
+    snapshot = handle.snapshot
+    if (snapshot.agents, snapshot.validators, snapshot.depth) != shape:
+        shape = (snapshot.agents, snapshot.validators, snapshot.depth)
         print(snapshot.to_text())
     await asyncio.sleep(0.1)
 result = await handle.result()
-print(handle.progress.to_text())"""),
+print(handle.snapshot.to_text())"""),
         md("""
 ## The answer
 
@@ -131,33 +126,27 @@ print(result.answer)""", check=True),
 
 Every agent and every validator is its own trace. Validators hang under the trace they judged:
 one under the root (the root validation), one under the delegate, and **two** under each
-explore agent — one per report it submitted. Colour is the status, the marker the role.
+explore agent — one per report it submitted. Colour is the status, the marker the role; a
+validator is filled with its **verdict** (red: fail, green: pass) and the trace it judged wears
+the verdict of its latest validation as a ring. Each label starts with a unique **path**:
+`1.3` is the third agent of the first agent, `1.3.v1` its first validator; the second line says
+what the agent handled (the words of its objective that differ from its siblings').
 """),
         code("""
 from cyber_agent.notebook import draw_trace_tree, to_frames, trace_graph
 
 display(draw_trace_tree(handle.store, ROOT))"""),
         md("""
-Every node is green: a rejected report does not fail a trace, the child simply continues.
-To see the verdicts in the drawing, put them in the graph — `trace_graph` is a plain
-`networkx.DiGraph`, and `draw_trace_tree` draws any such graph. The verdicts come from
-`to_frames(...).validations` (one row per judged criterion):
+Every trace completed: a rejected report does not fail a trace, the child simply continues
+(its first validator is red, the second green). `trace_graph` is a plain `networkx.DiGraph`
+with the path, title and verdict of every node, so the same tree reads as text, in tree order:
 """),
         code("""
 frames = to_frames(handle.store, ROOT)
 graph = trace_graph(frames, ROOT)
-verdicts = frames.validations.drop_duplicates("validator_trace_id").set_index("validator_trace_id")["verdict"]
-for validator, verdict in verdicts.items():
-    node = graph.nodes[validator]
-    name, tokens = node["label"].split("\\n")
-    node["label"] = f"{name}\\n{verdict} · {tokens}"
-    node["role"] = f"validator: {verdict}"  # a marker and a legend entry per verdict
-
-display(draw_trace_tree(graph))"""),
-        md("The same tree as text, in tree order:"),
-        code("""
 for node, data in graph.nodes(data=True):
-    print(f"{'  ' * data['depth']}{data['label'].splitlines()[0]:<12} {data['role']:<16} {data['status']}")""",
+    about = data["title"] or data["checks"]
+    print(f"{data['path']:<7} {data['role']:<10} {about:<30} {data['status']:<10} {data['verdict'] or ''}")""",
              check=True),
         md("""
 ## Which validator rejected which report, and how the revision passed
@@ -207,8 +196,9 @@ root_checks[["criterion", "criterion_verdict", "criterion_evidence"]]""", check=
         md("""
 ## The goal trees
 
-Inside each trace the agent keeps a plan, a goal tree. The root's: goal 2 delegated the work
-(a square marks an `agent_call` goal), and goal 3 is still grey:
+Inside each trace the agent keeps a plan, a goal tree. The root's: goal 1 is the task, goal 2
+delegated the work (a square marks an `agent_call` goal) and completed once the delegate's
+report was accepted, goal 3 reported the top region. All three are green: completed.
 """),
         code("""
 from cyber_agent.notebook import draw_goal_tree
@@ -247,11 +237,10 @@ Notebook 04 walks the same protocol step by step with a widget; notebook 03 cove
 tree-wide budget a recursive root freezes at creation; notebook 05 loads exported trees
 (`data/exports/recursive_demo.jsonl` is this run) into pandas.
 
-Last, remove the temporary store (a kernel that is killed rather than shut down would leave it
-behind). To keep a run, pass `store=".trace"` to `launch`, or export it with
+The run stays in its temporary store until the kernel shuts down, so every cell above can be
+re-run and explored further. To keep a run, pass `store=".trace"` to `launch`, or export it with
 `export_traces(handle.store, ROOT, "my_run.jsonl")`.
 """),
-        code("TMP.cleanup()"),
     ]
 
 
@@ -384,10 +373,6 @@ reviews = pd.DataFrame([{"parent": labels[parent], **review}
                         for review in protocol.get("reviews", [])])
 reviews.assign(child=reviews["child_trace_id"].map(labels))[["parent", "child", "decision", "feedback"]]""",
              check=True),
-        md("If this notebook ran the demo itself (no export found), its temporary store goes now:"),
-        code("""
-if "TMP" in globals():
-    TMP.cleanup()"""),
     ]
 
 

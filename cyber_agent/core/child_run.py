@@ -30,7 +30,7 @@ from cyber_agent.core.archetypes import ArchetypeRegistry, SpawnGuard, SpawnRefu
 from cyber_agent.core.config import RunConfig
 from cyber_agent.core.stop import ancestry, persisted_stop_reason
 from cyber_agent.core.trace_setup import ChildSetup
-from cyber_agent.errors import ToolError
+from cyber_agent.errors import ToolError, ToolRefusedError
 from cyber_agent.trace.models import Trace
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ __all__ = [
 
 INHERITED_SETTINGS = (
     "model", "temperature", "max_iterations", "workspace", "tool_dialect", "context_window",
-    "tool_result_max_bytes", "summarize_tool_results",
+    "tool_result_max_bytes", "summarize_tool_results", "provider",
 )
 """RunConfig fields a child takes from its parent's effective config unless its role overrides them."""
 
@@ -87,18 +87,19 @@ async def spawn_limits(
     depth = parent.lineage.depth + 1
     if depth > policy.max_depth:
         if policy.is_recursive:
-            raise ToolError(
+            raise ToolRefusedError(
+                "depth",
                 f"depth limit: this agent is at depth {parent.lineage.depth} and recursive trees allow children "
                 f"down to depth {policy.max_depth}; do the work yourself and report"
             )
-        raise ToolError(f"sub-agents cannot start sub-agents in legacy mode (this agent is at depth "
+        raise ToolRefusedError("depth", f"sub-agents cannot start sub-agents in legacy mode (this agent is at depth "
                         f"{parent.lineage.depth}); do the work yourself")
     root_type = parent.agent_type if parent.is_root else await _root_agent_type(runner, parent)
     if root_type is not None and root_type in archetypes:
         try:
             SpawnGuard().check(depth)
         except SpawnRefusedError as exc:
-            raise ToolError(f"{exc}; this {root_type!r} tree may not grow deeper — do the work yourself") from None
+            raise ToolRefusedError("depth", f"{exc}; this {root_type!r} tree may not grow deeper — do the work yourself") from None
     if child_agent_type is not None:
         try:
             archetypes.check_spawn(parent.agent_type or "", child_agent_type)

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Literal
+import os
+from collections.abc import Mapping
+from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from cyber_agent.errors import ConfigurationError
+from cyber_agent.llm.settings import DIALECT_ENV, ProviderSettings
 from cyber_agent.trace.state import RunConfigSnapshot
 
-__all__ = ["RunConfig", "config_hash"]
+__all__ = ["RunConfig", "ToolDialectName", "config_hash"]
+
+ToolDialectName = Literal["auto", "native", "xml", "pformat"]
+"""Values of `RunConfig.tool_dialect`."""
 
 # Identity and per-call fields: not part of the behaviour snapshot (T7).
 _NOT_BEHAVIOUR = {"trace_id", "after_sequence", "new_trace_id", "context", "root_task_anchor", "side_branch",
@@ -66,8 +72,12 @@ class RunConfig(BaseModel):
     """Mode of a new root; None reads `AGENT_MODE` from the environment (A1). Ignored for existing trees."""
     root_task_anchor: dict[str, Any] | None = None
     """Recursive roots: {objective, completion_criteria, constraints} (A3)."""
-    tool_dialect: Literal["auto", "native", "xml", "pformat"] = "auto"
-    """How tool calls travel (H3): auto picks per provider and model; an injected llm_call is native unless set."""
+    tool_dialect: ToolDialectName = "auto"
+    """How tool calls travel (H3): auto picks per provider and model; an injected llm_call is native unless set.
+    Unset, `CYBER_AGENT_DIALECT` decides when the run starts."""
+    provider: ProviderSettings = Field(default_factory=ProviderSettings)
+    """Timeouts, retries, streaming, output cap, headers and prices of the model calls; fields left unset
+    come from `CYBER_AGENT_*` variables when the run starts (`with_environment`) and the snapshot records them all."""
     context_window: int = 128_000
     """Tokens the model can take; the context guard compacts near it (0 disables the guard)."""
     tool_result_max_bytes: int = 16_384
@@ -109,6 +119,22 @@ class RunConfig(BaseModel):
         if not value.strip():
             raise ConfigurationError("model", "must not be empty; use 'demo' for the offline model")
         return value
+
+    def with_environment(self, env: Mapping[str, str] | None = None) -> RunConfig:
+        """This config with the provider settings and dialect it leaves unset taken from the environment.
+
+        Idempotent: a resolved config (every provider field set) resolves to itself, so a child
+        built from its parent's config, or a config restored from a snapshot, keeps its values.
+        """
+        env = os.environ if env is None else env
+        update: dict[str, Any] = {"provider": self.provider.resolved(env)}
+        dialect = env.get(DIALECT_ENV, "").strip().lower()
+        if dialect and "tool_dialect" not in self.model_fields_set:
+            if dialect not in get_args(ToolDialectName):
+                raise ConfigurationError(DIALECT_ENV, f"unknown dialect {dialect!r}; use auto, native, xml or pformat")
+            update["tool_dialect"] = dialect
+        resolved = self.model_copy(update=update)
+        return resolved
 
     def restored(self, snapshot: RunConfigSnapshot) -> RunConfig:
         """This call's ids and rewind point on top of the persisted behaviour snapshot (overrides ignored)."""

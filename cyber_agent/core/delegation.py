@@ -26,7 +26,7 @@ from cyber_agent.core.task_protocol import RootTaskAnchor, TaskBrief, TaskReport
 from cyber_agent.core.tool_rights import child_tool_snapshot
 from cyber_agent.core.trace_setup import ChildSetup
 from cyber_agent.core.validation import render_validation, run_validation
-from cyber_agent.errors import BudgetExceededError, ToolError
+from cyber_agent.errors import BudgetExceededError, ToolError, ToolRefusedError
 from cyber_agent.tools.context import ToolContext
 from cyber_agent.trace.models import Trace
 from cyber_agent.trace.state import ContextAccess, ContextRef, ProtocolState
@@ -150,7 +150,8 @@ async def run_recursive_agents(
         assert parent is not None
         created_before = parent.lineage.child_count
         if created_before + count > MAX_CHILDREN_PER_PARENT:
-            raise ToolError(
+            raise ToolRefusedError(
+                "children",
                 f"child quota: this agent has created {created_before} of {MAX_CHILDREN_PER_PARENT} direct children; "
                 f"a batch of {count} would exceed it, so nothing was created. Revise existing children with "
                 "continue_from, or do the work yourself"
@@ -160,7 +161,7 @@ async def run_recursive_agents(
         try:
             await budget.reserve_agents(count)
         except BudgetExceededError as exc:
-            raise ToolError(f"tree budget refused {count} new agent(s): {exc}; nothing was created") from None
+            raise ToolRefusedError(exc.resource, f"tree budget refused {count} new agent(s): {exc}; nothing was created") from None
         await store.update_trace(ctx.trace_id, lineage=parent.lineage.model_copy(update={"child_count": created_before + count}))
     ids = [new_sub_trace_id(ctx.trace_id, mode, created_before + i + 1) for i in range(count)]
     snapshot = child_tool_snapshot(ctx.allowed_tools, depth + 1, runner.tool_registry.names())

@@ -83,7 +83,7 @@ class _Base:
 
 
 UNPRICED_HELP = (
-    "give the model a price: set CYBER_AGENT_PRICES to a JSON file mapping a model-name prefix to "
+    "give the model a price: set CYBER_AGENT_PRICES to a TOML or JSON file mapping a model-name prefix to "
     '{"input": ..., "cached_input": ..., "output": ...} USD per million tokens (docs/harness.md)'
 )
 """How to price a model the table lacks; part of every fail-closed error."""

@@ -21,10 +21,10 @@ from cyber_agent.core.stop import StopRegistry
 from cyber_agent.core.trace_setup import ChildSetup
 from cyber_agent.llm.types import LLMCall
 from cyber_agent.tools.registry import ToolRegistry
-from cyber_agent.trace.models import Message, Trace
+from cyber_agent.trace.models import Message, Trace, is_refusal
 from cyber_agent.trace.protocols import TraceStore
 
-__all__ = ["RunContext", "RunEvent", "RunResult", "RunnerHandle"]
+__all__ = ["RunContext", "RunEvent", "RunResult", "RunnerHandle", "last_refusal"]
 
 RunEvent = Trace | Message
 """What `AgentRunner.run` yields: the Trace at start and end (or when it waits), every new Message."""
@@ -46,10 +46,32 @@ class RunResult:
         """Final status of the trace."""
         return self.trace.status
 
+    @property
+    def reason(self) -> str | None:
+        """Why the run did not complete (the trace's error message); None when it completed."""
+        if self.status == "completed":
+            return None
+        return self.trace.error_message or f"the run ended {self.status}"
+
+    @property
+    def refusal(self) -> str | None:
+        """The last refused tool call of this run (a child quota, the tree budget, a cap), often the cause of `reason`."""
+        return last_refusal(self.messages)
+
     def __repr__(self) -> str:
         # Short on purpose: asyncio builds the repr of a run's result, and a full one costs seconds on big runs.
-        answer = (self.answer or "")[:60]
-        return f"RunResult(trace_id={self.trace.trace_id!r}, status={self.status!r}, messages={len(self.messages)}, answer={answer!r})"
+        head = f"RunResult(trace_id={self.trace.trace_id!r}, status={self.status!r}, messages={len(self.messages)}"
+        if self.status != "completed":
+            return head + f", reason={(self.reason or '')[:80]!r})"
+        return head + f", answer={(self.answer or '')[:60]!r})"
+
+
+def last_refusal(messages: Sequence[Message]) -> str | None:
+    """The text of the last tool message marked as a refusal (`cyber_agent/trace/models.py:is_refusal`), or None."""
+    for message in reversed(messages):
+        if message.role == "tool" and is_refusal(message.metadata):
+            return message.content if isinstance(message.content, str) else str(message.content)
+    return None
 
 
 class RunnerHandle(Protocol):

@@ -35,7 +35,28 @@ from cyber_agent.trace.state import (
     ValidatorSearch,
 )
 
-__all__ = ["RUNNER_OWNED_CONTEXT", "ChildSetup", "effective_config", "prepare_run"]
+__all__ = ["ANCHOR_FORMAT", "RUNNER_OWNED_CONTEXT", "ChildSetup", "effective_config", "parse_root_task_anchor", "prepare_run"]
+
+ANCHOR_FORMAT = (
+    "{'objective': 'what the whole tree must achieve', 'completion_criteria': ['a checkable statement', ...], "
+    "'constraints': ['a hard rule', ...]} (completion_criteria needs at least one item; constraints may be empty; "
+    "example: cyber_agent.cli.DEMO_ANCHOR)"
+)
+"""The root task anchor a recursive run needs, as error messages show it."""
+
+
+def parse_root_task_anchor(value: object) -> RootTaskAnchor:
+    """Validate a recursive root's anchor; raise ConfigurationError naming what is wrong and the format."""
+    if value is None:
+        raise ConfigurationError("root_task_anchor", f"recursive mode needs one: pass root_task_anchor={ANCHOR_FORMAT}")
+    if not isinstance(value, dict):
+        raise ConfigurationError("root_task_anchor", f"must be a dict, got {type(value).__name__} {value!r:.80}; "
+                                                     f"write it as {ANCHOR_FORMAT}")
+    try:
+        return RootTaskAnchor.model_validate(value)
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'anchor'}: {e['msg']}" for e in exc.errors())
+        raise ConfigurationError("root_task_anchor", f"{problems}; write it as {ANCHOR_FORMAT}") from None
 
 @dataclass(frozen=True, kw_only=True)
 class ChildSetup:
@@ -105,15 +126,7 @@ def _root_setup(config: RunConfig) -> tuple[AgentPolicy, RootSetup | None]:
     if not policy.is_recursive:
         return policy, None
     validate_recursive_child_execution(config.child_execution_mode, config.max_parallel_children)
-    if config.root_task_anchor is None:
-        raise ConfigurationError(
-            "root_task_anchor", "recursive mode needs {objective, completion_criteria (at least one), constraints}"
-        )
-    try:
-        anchor = RootTaskAnchor.model_validate(config.root_task_anchor)
-    except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        raise ConfigurationError("root_task_anchor", problems) from None
+    anchor = parse_root_task_anchor(config.root_task_anchor)
     budget = ResourceBudget.from_environment()
     validator = os.environ.get("AGENT_VALIDATOR_MODEL") or config.model
     root_validator = os.environ.get("AGENT_ROOT_VALIDATOR_MODEL") or validator

@@ -9,7 +9,7 @@ hands it to `end_run`, which also ends crashed and cancelled runs.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,9 +23,9 @@ from cyber_agent.core.turn_tools import (
     ToolPlan, after_reply_reason, answer_not_run, execute_calls, flag_unpriced, needs_approval, record_reply_usage,
     stop_hook_reason,
 )
-from cyber_agent.errors import BudgetExceededError, CyberAgentError
+from cyber_agent.errors import BudgetExceededError, CyberAgentError, LLMError
 from cyber_agent.llm.pricing import is_unpriced
-from cyber_agent.llm.types import LLMResponse, ToolCall
+from cyber_agent.llm.types import LLMResponse, RetryRecord, ToolCall
 from cyber_agent.trace.goal_models import FINAL_GOAL_STATUSES
 from cyber_agent.trace.models import Message, MessageContent, Trace, TraceStatus
 from cyber_agent.trace.state import SideBranchRecord
@@ -125,6 +125,14 @@ async def _before_call(ctx: RunContext, state: RunState) -> Finish | None:
     return None
 
 
+async def _record_retries(services: RunServices, state: RunState, retries: Sequence[object], model: str) -> None:
+    """Append one `llm_retry` event per retried attempt of the call just made, answered or failed."""
+    for record in retries:
+        if isinstance(record, RetryRecord):
+            await services.store.append_event(state.trace.trace_id, "llm_retry",
+                                              {**record.model_dump(mode="json"), "model": model})
+
+
 async def _book(state: RunState, response: LLMResponse, *, unpriced: bool = False) -> Finish | str | None:
     """Book the response's spend in the tree budget: a failure to book, an overrun text, or None."""
     if state.budget is None:
@@ -163,10 +171,13 @@ async def take_turn(ctx: RunContext, state: RunState) -> AsyncIterator[RunEvent 
             early = Finish(status="failed", error=str(exc))
         except CyberAgentError as exc:
             early = Finish(status="failed", error=f"model call failed: {exc}")
+            if isinstance(exc, LLMError):
+                await _record_retries(services, state, exc.retries, ctx.model)
     if early is not None:
         yield early
         return
-    unpriced = is_unpriced(response, ctx.model)
+    await _record_retries(services, state, response.retries, ctx.model)
+    unpriced = is_unpriced(response, ctx.model, ctx.config.provider.price_table())
     assistant = Message.create(
         trace_id=state.trace.trace_id, role="assistant", goal_id=state.goal_id,
         content=MessageContent(text=response.content or None, tool_calls=response.tool_calls),
@@ -176,7 +187,9 @@ async def take_turn(ctx: RunContext, state: RunState) -> AsyncIterator[RunEvent 
         duration_ms=(time.perf_counter() - started) * 1000,
         metadata={"model": response.model or ctx.model, "cost_estimated": response.cost_estimated,
                   **({"cost_unpriced": True} if unpriced else {}),
-                  **({} if response.usage.reported else {"usage_estimated": True})},
+                  **({} if response.usage.reported else {"usage_estimated": True}),
+                  **({"http_retries": len(response.retries),
+                      "retry_wait_s": round(sum(r.wait_s for r in response.retries), 3)} if response.retries else {})},
         branch=state.branch,
     )
     # Book the spend before the message is persisted: a kill between the two must never

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         XmlDialect,
         choose_dialect,
     )
+    from cyber_agent.llm.fallible import FallibleModel
     from cyber_agent.llm.fakes import (
         FunctionModel,
         ModelFunction,
@@ -39,8 +40,9 @@ if TYPE_CHECKING:
     )
     from cyber_agent.llm.replay import Exchange, RecordingLLM, ReplayLLM, load_exchanges
     from cyber_agent.llm.resolve import Provider, ResolvedModel, resolve_llm
+    from cyber_agent.llm.settings import PriceEntry, ProviderSettings
     from cyber_agent.llm.toolcall_json import parse_tool_arguments
-    from cyber_agent.llm.types import DeltaCallback, LLMCall, LLMResponse, ToolCall, Usage
+    from cyber_agent.llm.types import DeltaCallback, LLMCall, LLMResponse, RetryRecord, ToolCall, Usage
 
 __all__ = [
     "ANTHROPIC_DEFAULT_BASE_URL",
@@ -51,6 +53,7 @@ __all__ = [
     "DialectLLM",
     "DialectName",
     "Exchange",
+    "FallibleModel",
     "FunctionModel",
     "LLMCall",
     "LLMResponse",
@@ -64,12 +67,15 @@ __all__ = [
     "PRICES_AS_OF",
     "PRICES_ENV",
     "PRICE_TABLE",
+    "PriceEntry",
     "Provider",
+    "ProviderSettings",
     "RecordingLLM",
     "ReplayLLM",
     "Reply",
     "ResolvedModel",
     "RetryPolicy",
+    "RetryRecord",
     "ScriptedModel",
     "Sleep",
     "ToolCall",
@@ -94,6 +100,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "anthropic_format": ("to_anthropic_messages", "to_anthropic_tools"),
     "demo": ("DemoModel",),
     "dialects": ("DialectLLM", "DialectName", "NativeDialect", "PFormatDialect", "ToolDialect", "XmlDialect", "choose_dialect"),
+    "fallible": ("FallibleModel",),
     "fakes": ("FunctionModel", "ModelFunction", "ModelRequest", "Reply", "ScriptedModel", "ToolCallSpec"),
     "http_retry": ("DEFAULT_TIMEOUT", "RetryPolicy", "Sleep"),
     "openai_compat": ("OPENAI_DEFAULT_BASE_URL", "OpenAICompatModel"),
@@ -101,8 +108,9 @@ _LAZY: dict[str, tuple[str, ...]] = {
                 "lookup_price"),
     "replay": ("Exchange", "RecordingLLM", "ReplayLLM", "load_exchanges"),
     "resolve": ("Provider", "ResolvedModel", "resolve_llm"),
+    "settings": ("PriceEntry", "ProviderSettings"),
     "toolcall_json": ("parse_tool_arguments",),
-    "types": ("DeltaCallback", "LLMCall", "LLMResponse", "ToolCall", "Usage"),
+    "types": ("DeltaCallback", "LLMCall", "LLMResponse", "RetryRecord", "ToolCall", "Usage"),
 }
 """Module (under `cyber_agent.llm`) → the names it gives this package."""
 _ORIGIN = {name: module for module, names in _LAZY.items() for name in names}

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from cyber_agent.errors import ConfigurationError, LLMProtocolError, LLMTransportError
+from cyber_agent.errors import ConfigurationError, LLMError, LLMProtocolError, LLMTransportError
 from cyber_agent.llm.anthropic_format import (
     STOP_REASONS,
     from_anthropic_content,
@@ -20,8 +20,9 @@ from cyber_agent.llm.anthropic_format import (
 )
 from cyber_agent.llm.http_retry import DEFAULT_TIMEOUT, ProviderHTTP, RetryPolicy, ServerSentEvent, Sleep
 from cyber_agent.llm.pricing import ModelPrice, with_cost
+from cyber_agent.llm.provider_errors import Origin
 from cyber_agent.llm.toolcall_json import parse_tool_arguments
-from cyber_agent.llm.types import DeltaCallback, LLMResponse, normalise_finish_reason
+from cyber_agent.llm.types import DeltaCallback, LLMResponse, RetryRecord, normalise_finish_reason
 
 __all__ = ["ANTHROPIC_DEFAULT_BASE_URL", "ANTHROPIC_VERSION", "AnthropicModel"]
 
@@ -151,8 +152,15 @@ class AnthropicModel:
         env: Mapping[str, str] | None = None,
     ) -> None:
         env = os.environ if env is None else env
-        self.base_url = (base_url or env.get("ANTHROPIC_BASE_URL") or ANTHROPIC_DEFAULT_BASE_URL).rstrip("/")
+        given = (base_url or env.get("ANTHROPIC_BASE_URL") or ANTHROPIC_DEFAULT_BASE_URL).rstrip("/")
+        # The client appends /v1/messages; a base URL copied with its /v1 would call /v1/v1/messages.
+        self.base_url = given.removesuffix("/v1")
         key = api_key or env.get("ANTHROPIC_API_KEY") or None
+        origin = Origin(
+            provider="Anthropic server", base_url_env="ANTHROPIC_BASE_URL", key_env="ANTHROPIC_API_KEY",
+            base_url_from="base_url=" if base_url else "ANTHROPIC_BASE_URL" if env.get("ANTHROPIC_BASE_URL") else "the default",
+            key_from=None if key is None else "api_key=" if api_key else "ANTHROPIC_API_KEY",
+        )
         if key is None and self.base_url == ANTHROPIC_DEFAULT_BASE_URL:
             raise ConfigurationError(
                 "ANTHROPIC_API_KEY",
@@ -170,7 +178,7 @@ class AnthropicModel:
         self._prices = prices
         self._http = ProviderHTTP(
             base_url=self.base_url, headers=headers, timeout=timeout, retry=retry, client=client,
-            transport=transport, sleep=sleep, secrets=(key,) if key else (),
+            transport=transport, sleep=sleep, secrets=(key,) if key else (), origin=origin,
         )
 
     def __repr__(self) -> str:
@@ -206,9 +214,16 @@ class AnthropicModel:
             raise ConfigurationError("model", "is empty; pass the model name to call, e.g. 'claude-sonnet-4-5'")
         streaming = self.stream if self.stream is not None else on_delta is not None
         body = self.build_body(messages, model, tools, temperature, stream=streaming)
-        if streaming:
-            async with self._http.stream_events("v1/messages", body) as events:
-                response = await _assemble(events, model, on_delta)
-        else:
-            response = _parse_message(await self._http.post_json("v1/messages", body), model)
+        retries: list[RetryRecord] = []
+        try:
+            if streaming:
+                async with self._http.stream_events("v1/messages", body, retries=retries) as events:
+                    response = await _assemble(events, model, on_delta)
+            else:
+                response = _parse_message(await self._http.post_json("v1/messages", body, retries=retries), model)
+        except LLMError as exc:
+            exc.retries = exc.retries or tuple(retries)  # a stream that broke after retried attempts
+            raise
+        if retries:
+            response = response.model_copy(update={"retries": retries})
         return with_cost(response, model, self._prices)

@@ -74,7 +74,10 @@ def _tool_result(message: Mapping[str, Any]) -> dict[str, Any]:
     content = message.get("content")
     if isinstance(content, list):
         content = _text_blocks(content) or ""
-    return {"type": "tool_result", "tool_use_id": message.get("tool_call_id", ""), "content": content or ""}
+    block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.get("tool_call_id", ""), "content": content or ""}
+    if message.get("is_error"):
+        block["is_error"] = True  # a failed tool: the model must not read the text as a result
+    return block
 
 
 def to_anthropic_messages(messages: Sequence[Mapping[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:

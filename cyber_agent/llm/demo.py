@@ -6,20 +6,21 @@ tools: it plans with `goal`, reads files, delegates to sub-agents with `agent`, 
 come from the files the tools read. Tasks it does not recognise get an honest reply that says
 what it can do.
 
-Recognised tasks (see docs/llm.md):
-- "revenue per region ... <file>.csv": plan, read the CSV, delegate one region per sub-agent
-  (or compute each region itself when it has no `agent` tool), pick the top region.
-- "revenue of region R ... <file>.csv": read the CSV, sum units × unit_price for R.
-- an arithmetic expression ("what is 17 * 23 + 4?"): compute it with `evaluate`.
+The tasks it recognises, in both modes, are listed in one place: docs/notebook.md, "The demo
+model" (the table there is what `_decide` and `demo_recursive.recursive_step` dispatch on).
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from cyber_agent.errors import ConfigurationError
+from cyber_agent.llm.demo_checks import GRADING_HEADER, grade_reply
 from cyber_agent.llm.types import DeltaCallback, LLMResponse, ToolCall, Usage
 
 __all__ = ["DemoModel"]
@@ -46,10 +47,23 @@ class _State:
 
 
 class DemoModel:
-    """An `LLMCall` that needs no network: `DemoModel()(messages, "demo", tools)`."""
+    """An `LLMCall` that needs no network: `DemoModel()(messages, "demo", tools)`.
 
-    def __init__(self, name: str = "demo") -> None:
+    `latency` (seconds, also `model="demo:latency=0.2"`) makes each reply wait as a provider's
+    would: the event loop runs meanwhile, so live progress has something to show.
+    """
+
+    def __init__(self, name: str = "demo", latency: float | str = 0.0) -> None:
         self.name = name
+        try:
+            seconds = float(latency)
+        except ValueError:
+            seconds = math.nan
+        if not math.isfinite(seconds) or not 0.0 <= seconds <= 60.0:
+            raise ConfigurationError("latency", f"must be a number of seconds between 0 and 60, got {latency!r} "
+                                                "(e.g. model='demo:latency=0.2')")
+        self.latency = seconds
+        """Seconds each reply waits before it is returned."""
 
     async def __call__(
         self,
@@ -61,6 +75,8 @@ class DemoModel:
         on_delta: DeltaCallback | None = None,
     ) -> LLMResponse:
         """Decide the next step from the conversation so far."""
+        if self.latency:
+            await asyncio.sleep(self.latency)
         digest = _digest_request(messages)
         state = _read_state(messages, tools or [])
         text, calls = (digest, []) if digest is not None else _decide(state)
@@ -113,6 +129,8 @@ def _decide(state: _State) -> tuple[str, list[tuple[str, dict[str, Any]]]]:
     from cyber_agent.llm.demo_recursive import recursive_step
 
     task = state.task
+    if task.startswith(GRADING_HEADER):
+        return grade_reply(task), []
     csv = _CSV_PATH.search(task)
     step = recursive_step(state, _rows, csv.group(0) if csv else None)
     if step is not None:

@@ -5,6 +5,10 @@ results in the conversation. One behaviour is a deliberate, documented shortcut:
 *first* attempt reads only the first lines of the CSV (`FIRST_READ_LINES`), as a hurried
 agent might; the independent validator recomputes from the whole file, rejects the report,
 the parent sends it back with the validator's evidence, and the revised report is correct.
+
+A root asked for one region's revenue delegates that region alone and reports it; a root asked
+for an arithmetic value computes it with `evaluate`, and its validator recomputes the expression
+the criterion names (`cyber_agent/llm/demo_checks.py:arithmetic_value`).
 """
 
 from __future__ import annotations
@@ -13,13 +17,26 @@ import json
 import re
 from typing import Any
 
-__all__ = ["FIRST_READ_LINES", "recursive_step"]
+from cyber_agent.llm.demo_checks import arithmetic_value, numbers_in
+
+__all__ = ["FIRST_READ_LINES", "RECURSIVE_HELP", "recursive_step"]
 
 FIRST_READ_LINES = 12
+RECURSIVE_HELP = (
+    "I am the offline demo model. In recursive mode I can report the revenue (units × unit_price) "
+    "per region of a CSV file in data/ and name the top region, e.g. 'Report the revenue per region "
+    "from data/sales.csv and name the top region.' with cyber_agent.cli.DEMO_ANCHOR as the root task "
+    "anchor, compute one region's revenue, or compute an arithmetic expression. This task is none of "
+    "those; configure a real provider (openai:..., anthropic:...) for it. The tasks I know are listed "
+    "in docs/notebook.md."
+)
+"""The recursive root's answer to a task it does not know (its validator fails it at once, saying why)."""
 Step = tuple[str, list[tuple[str, dict[str, Any]]]]
 
 _CLAIM = re.compile(r"(?:Region\s+)?([A-Z][\w-]*):\s*(?:revenue\s+)?(-?\d+(?:\.\d+)?)")
 _CHILD_BLOCK = re.compile(r"Child (\S+) \[(\w+)\] outcome=(\w+):")
+_SINGLE_REGION = re.compile(r"region\s+['\"]?([A-Z][\w-]*)")
+_EXPRESSION = re.compile(r"(\d[\d\s.+\-*/()%]*[\d)])")
 
 
 def recursive_step(state: Any, rows_of: Any, csv_path: str | None) -> Step | None:
@@ -30,8 +47,12 @@ def recursive_step(state: Any, rows_of: Any, csv_path: str | None) -> Step | Non
         return _reviewer(state)
     if "submit_report" in state.tools and "# Task brief" in state.task:
         return _child(state, rows_of, csv_path)
-    if "# Root task" in state.all_user_text and csv_path:
-        return _root(state, csv_path)
+    if "# Root task" in state.all_user_text:
+        if csv_path and ("per region" in state.task.lower() or _SINGLE_REGION.search(state.task)):
+            return _root(state, csv_path)
+        if not csv_path and _EXPRESSION.search(state.task) and "evaluate" in state.tools:
+            return None  # an arithmetic root computes as a legacy agent does; its validator recomputes
+        return RECURSIVE_HELP, []
     return None
 
 
@@ -48,6 +69,10 @@ def _claims(text: str) -> dict[str, float]:
 
 # ---- root: plan, delegate, answer -------------------------------------------------------------
 def _root(state: Any, path: str) -> Step:
+    single = _SINGLE_REGION.search(state.task)
+    lowered = state.task.lower()
+    if single and "per region" not in lowered and "every region" not in lowered:
+        return _root_one_region(state, path, single.group(1))
     if "goal" in state.tools and not state.made("goal"):
         return "", [("goal", {"add": "Compute revenue per region (delegated); Report the top region"}), ("goal", {"focus": "2"})]
     if not state.made("agent"):
@@ -70,6 +95,24 @@ def _root(state: Any, path: str) -> Step:
                     ("goal", {"done": summary})]
     lines = [f"- {region}: {value:.2f}" for region, value in accepted.items()]
     return f"Revenue per region from {path} (verified by validators):\n" + "\n".join(lines) + f"\n{summary}.", []
+
+
+def _region_brief(path: str, region: str) -> dict[str, Any]:
+    return {
+        "objective": f"Compute the revenue (units × unit_price) of region {region} in {path}",
+        "completion_criteria": [f"the revenue of region {region} equals the sum of units × unit_price over every row of region {region} in {path}"],
+        "expected_outputs": [f"Region {region}: revenue N"],
+    }
+
+
+def _root_one_region(state: Any, path: str, region: str) -> Step:
+    """A root asked for one region's revenue: one child computes it, its validator checks it, the root reports it."""
+    accepted = _accepted_outputs(state) if state.made("agent") else None
+    if accepted is None or region not in accepted:
+        brief = {**_region_brief(path, region), "constraints": [f"numbers come only from {path}"],
+                 "reason": f"The root needs a verified revenue of region {region}"}
+        return "", [("agent", {"task_brief": brief})]
+    return f"Region {region}: revenue {accepted[region]:.2f} (verified by a validator).", []
 
 
 def _accepted_outputs(state: Any) -> dict[str, float] | None:
@@ -132,11 +175,7 @@ def _child(state: Any, rows_of: Any, path: str | None) -> Step:
         return "", [("read_file", {"path": path})]
     regions = list(dict.fromkeys(row["region"] for row in rows_of(reads[0])))
     if "agent" in state.tools and not state.made("agent"):
-        briefs = [{
-            "objective": f"Compute the revenue (units × unit_price) of region {r} in {path}",
-            "completion_criteria": [f"the revenue of region {r} equals the sum of units × unit_price over every row of region {r} in {path}"],
-            "expected_outputs": [f"Region {r}: revenue N"],
-        } for r in regions]
+        briefs = [_region_brief(path, r) for r in regions]
         return "", [("agent", {"task_brief": briefs})]
     totals = _accepted_outputs(state) if state.made("agent") else _totals(rows_of(reads[0]))
     if not totals:
@@ -176,9 +215,18 @@ def _validator(state: Any, rows_of: Any) -> Step:
             calls.append(("read_file", {"path": path_match.group(0)}))
         return "", calls
     criteria = re.findall(r"^(\d+)\. (.+)$", task.split("Completion criteria:")[1].split("\n\n")[0], re.M)
-    claim_text = task.split("(claim):", 1)[1] if "(claim):" in task else ""
+    claim_text = task.split("(claim):", 1)[1].split("\n\nFinish with", 1)[0] if "(claim):" in task else ""
     if claim_text.strip().startswith("{"):
-        claim_text = "\n".join(json.loads(claim_text.split("\n\nFinish")[0]).get("outputs", []))
+        claim_text = "\n".join(json.loads(claim_text).get("outputs", []))
+    if RECURSIVE_HELP[:40] in claim_text:
+        evidence = "the answer is the offline demo model saying it cannot do this task (see its text)"
+        verdicts = [{"criterion": int(number), "verdict": "fail", "evidence": evidence} for number, _ in criteria]
+        summary = "the offline demo model does not know this task (docs/notebook.md lists the tasks it knows)"
+        return "", [("submit_validation", {"verdicts": verdicts, "summary": summary})]
+    if path_match is None:
+        verdicts = [_judge_arithmetic(int(number), criterion, claim_text) for number, criterion in criteria]
+        summary = "; ".join(f"{v['criterion']}: {v['verdict']}" for v in verdicts)
+        return "", [("submit_validation", {"verdicts": verdicts, "summary": summary})]
     claims = _claims(claim_text)
     reads = state.results("read_file")
     truth = _totals(rows_of(reads[-1])) if reads else {}
@@ -190,6 +238,22 @@ def _validator(state: Any, rows_of: Any) -> Step:
         verdicts.append({"criterion": int(number), "verdict": verdict, "evidence": evidence})
     summary = "; ".join(f"{v['criterion']}: {v['verdict']}" for v in verdicts)
     return "", [("submit_validation", {"verdicts": verdicts, "summary": summary})]
+
+
+def _judge_arithmetic(number: int, criterion: str, claim: str) -> dict[str, Any]:
+    """Recompute the expression a criterion names and compare it with the claimed value."""
+    found = [m for m in _EXPRESSION.findall(criterion) if any(op in m for op in "+-*/%")]
+    value = arithmetic_value(found[0]) if found else None
+    if value is None:
+        return {"criterion": number, "verdict": "unknown", "evidence": "the criterion names no arithmetic expression to recompute"}
+    stated = re.search(r"=\s*(-?\d+(?:\.\d+)?)", claim)
+    numbers = numbers_in(claim)
+    claimed = float(stated.group(1)) if stated else (numbers[-1] if numbers else None)
+    if claimed is None:
+        return {"criterion": number, "verdict": "fail", "evidence": f"the answer states no value; {found[0].strip()} = {value:g}"}
+    ok = abs(claimed - value) <= 1e-9 * max(1.0, abs(value))
+    return {"criterion": number, "verdict": "pass" if ok else "fail",
+            "evidence": f"claimed {claimed:g}, recomputed {found[0].strip()} = {value:g}"}
 
 
 def _judge(criterion: str, claims: dict[str, float], truth: dict[str, float], partial_read: bool) -> tuple[str, str]:

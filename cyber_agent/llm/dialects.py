@@ -329,7 +329,7 @@ class DialectLLM:
         return self.dialect.parse(LLMResponse.coerce(raw), tools=tools, turn=turn)
 
 
-_NATIVE_PROVIDERS = frozenset({"openai", "anthropic", "demo", "replay"})
+_NATIVE_PROVIDERS = frozenset({"openai", "anthropic", "demo", "replay", "fallible"})
 _SMALL_MODEL_MAX_BILLIONS = 4.0
 _SIZE = re.compile(r"(?<![\d.x])(\d+(?:\.\d+)?)([bm])(?![a-z])", re.IGNORECASE)
 _SMALL_HINTS = ("tiny", "smollm", "nano")
@@ -350,7 +350,7 @@ def choose_dialect(provider: str, model: str, override: str | None = None) -> To
     """Pick the dialect for a provider and model name.
 
     1. `override` ("native", "xml", "pformat") wins; None or "auto" applies the rule.
-    2. openai / anthropic / demo / replay speak native tool calls, except an `openai` model named
+    2. openai / anthropic / demo / fallible / replay speak native tool calls, except an `openai` model named
        like a local one (`name:tag` as Ollama writes it, or `.gguf`), which falls to rule 3.
     3. Local or unknown providers: a small model (≤ 4B parameters by its name, or named tiny /
        smollm / nano) gets P-format; a model family known to support tools gets native; any

@@ -18,7 +18,10 @@ from typing import Any
 
 import httpx
 
-from cyber_agent.errors import ConfigurationError, LLMHTTPError, LLMProtocolError, LLMTransportError
+from cyber_agent.errors import ConfigurationError, LLMError, LLMHTTPError, LLMProtocolError, LLMTransportError
+from cyber_agent.llm.provider_errors import Origin, exhausted_text, status_hint, transport_text
+from cyber_agent.llm.settings import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, DEFAULT_RETRIES
+from cyber_agent.llm.types import RetryRecord
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -32,9 +35,8 @@ __all__ = [
 Sleep = Callable[[float], Awaitable[None]]
 """An awaitable sleep; tests inject a recorder instead of `asyncio.sleep`."""
 
-# Long first-byte waits are normal for reasoning models answering without streaming, so the
-# read timeout is generous; connecting should be quick or the server is not there.
-DEFAULT_TIMEOUT = httpx.Timeout(600.0, connect=15.0)
+DEFAULT_TIMEOUT = httpx.Timeout(DEFAULT_READ_TIMEOUT, connect=DEFAULT_CONNECT_TIMEOUT)
+"""The providers' timeout unless told otherwise: `ProviderSettings`' defaults (120 s per read, 10 s to connect)."""
 
 # 408 and 409 are transient on OpenAI's side (request timeout, lock contention); other 4xx mean
 # the request itself is wrong and retrying cannot help.
@@ -46,7 +48,7 @@ _BODY_EXCERPT = 2000
 class RetryPolicy:
     """Decide how often and how long to wait before retrying a failed provider call."""
 
-    max_retries: int = 4
+    max_retries: int = DEFAULT_RETRIES
     """Retries after the first attempt (0 disables retrying)."""
     base_delay: float = 1.0
     """Seconds before the first retry; doubles with every further retry."""
@@ -149,6 +151,7 @@ class ProviderHTTP:
         secrets: tuple[str, ...] = (),
         rand: Callable[[], float] = random.random,
         clock: Callable[[], float] = time.time,
+        origin: Origin | None = None,
     ) -> None:
         if not base_url.startswith(("http://", "https://")):
             raise ConfigurationError("base_url", f"must start with http:// or https://, got {base_url!r}")
@@ -162,6 +165,8 @@ class ProviderHTTP:
         self._secrets = tuple(s for s in secrets if s)
         self._rand = rand
         self._clock = clock
+        self.origin = origin or Origin()
+        """Where the base URL and key came from, named by error texts."""
 
     def url(self, path: str) -> str:
         """Join the base URL and an endpoint path."""
@@ -173,11 +178,12 @@ class ProviderHTTP:
             text = text.replace(secret, "[redacted]")
         return text
 
-    async def post_json(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
-        """POST `body` and return the decoded JSON object of a 2xx answer."""
+    async def post_json(self, path: str, body: Mapping[str, Any], *, retries: list[RetryRecord] | None = None,
+                        ) -> dict[str, Any]:
+        """POST `body` and return the decoded JSON object of a 2xx answer; retried attempts go to `retries`."""
         url = self.url(path)
         async with self._client_scope() as client:
-            response = await self._send(client, url, body, stream=False)
+            response = await self._send(client, url, body, stream=False, log=retries)
         try:
             value = response.json()
         except (ValueError, RecursionError) as exc:
@@ -190,11 +196,12 @@ class ProviderHTTP:
         return value
 
     @asynccontextmanager
-    async def stream_events(self, path: str, body: Mapping[str, Any]) -> AsyncIterator[AsyncIterator[ServerSentEvent]]:
+    async def stream_events(self, path: str, body: Mapping[str, Any], *, retries: list[RetryRecord] | None = None,
+                            ) -> AsyncIterator[AsyncIterator[ServerSentEvent]]:
         """POST `body` and yield its server-sent events; the response closes when the block exits."""
         url = self.url(path)
         async with self._client_scope() as client:
-            response = await self._send(client, url, body, stream=True)
+            response = await self._send(client, url, body, stream=True, log=retries)
             try:
                 yield self._events(response, url)
             finally:
@@ -223,19 +230,34 @@ class ProviderHTTP:
             yield client
 
     async def _send(
-        self, client: httpx.AsyncClient, url: str, body: Mapping[str, Any], *, stream: bool
+        self, client: httpx.AsyncClient, url: str, body: Mapping[str, Any], *, stream: bool,
+        log: list[RetryRecord] | None = None,
+    ) -> httpx.Response:
+        log = [] if log is None else log
+        try:
+            return await self._attempts(client, url, body, stream=stream, log=log)
+        except LLMError as exc:
+            exc.retries = tuple(log)  # the caller records them even though the call failed
+            raise
+
+    async def _attempts(
+        self, client: httpx.AsyncClient, url: str, body: Mapping[str, Any], *, stream: bool, log: list[RetryRecord],
     ) -> httpx.Response:
         safe_url = self.redact(url)
         attempts = self.retry.max_retries + 1
         for attempt in range(attempts):
+            hinted = False
             request = client.build_request("POST", url, json=body, headers=self._headers, timeout=self._timeout)
             try:
                 response = await client.send(request, stream=stream)
             except httpx.TransportError as exc:  # connect errors and timeouts; CancelledError passes
-                failure = f"{type(exc).__name__}: {self.redact(str(exc)) or 'no detail'}"
                 if attempt + 1 >= attempts:
-                    raise LLMTransportError(f"POST {safe_url} failed after {attempt + 1} attempt(s): {failure}") from exc
+                    raise LLMTransportError(transport_text(
+                        exc, url=safe_url, attempts=attempt + 1, timeout=self._timeout, origin=self.origin,
+                        detail=self.redact(str(exc)) or "no detail",
+                    )) from exc
                 delay = self.retry.backoff(attempt, self._rand())
+                status, failure = None, type(exc).__name__
             else:
                 if response.is_success:
                     return response
@@ -246,15 +268,18 @@ class ProviderHTTP:
                 status = response.status_code
                 excerpt = self.redact(response.text[:_BODY_EXCERPT])
                 if status < 500 and status not in _RETRYABLE_4XX:
-                    raise LLMHTTPError(status, excerpt, safe_url)
+                    raise LLMHTTPError(status, excerpt, safe_url,
+                                       hint=status_hint(status, base_url=self.redact(self.base_url), origin=self.origin))
                 if attempt + 1 >= attempts:
-                    raise LLMTransportError(
-                        f"POST {safe_url} kept failing: HTTP {status} after {attempt + 1} attempt(s): {excerpt[:500]}"
-                    )
+                    raise LLMTransportError(exhausted_text(url=safe_url, status=status, attempts=attempt + 1,
+                                                           excerpt=excerpt))
                 hint = parse_retry_after(response.headers, self._clock())
                 if hint is None:
                     delay = self.retry.backoff(attempt, self._rand())
                 else:
-                    delay = min(hint, self.retry.max_retry_after)
+                    delay, hinted = min(hint, self.retry.max_retry_after), True
+                failure = f"HTTP {status}"
+            log.append(RetryRecord(attempt=attempt + 1, status=status, error=failure, wait_s=round(delay, 3),
+                                   retry_after=hinted))
             await self._sleep(delay)
         raise AssertionError("unreachable: the retry loop returns or raises")  # pragma: no cover

@@ -10,11 +10,12 @@ from typing import Any
 
 import httpx
 
-from cyber_agent.errors import ConfigurationError, LLMProtocolError
+from cyber_agent.errors import ConfigurationError, LLMError, LLMProtocolError
 from cyber_agent.llm.http_retry import DEFAULT_TIMEOUT, ProviderHTTP, RetryPolicy, ServerSentEvent, Sleep
 from cyber_agent.llm.pricing import ModelPrice, with_cost
+from cyber_agent.llm.provider_errors import Origin
 from cyber_agent.llm.toolcall_json import parse_tool_arguments
-from cyber_agent.llm.types import DeltaCallback, LLMResponse, ToolCall, Usage, normalise_finish_reason
+from cyber_agent.llm.types import DeltaCallback, LLMResponse, RetryRecord, ToolCall, Usage, normalise_finish_reason
 
 __all__ = ["OPENAI_DEFAULT_BASE_URL", "OpenAICompatModel", "estimated_usage", "parse_chat_completion", "parse_openai_usage"]
 
@@ -174,6 +175,18 @@ async def _assemble(events: AsyncIterator[ServerSentEvent], requested_model: str
     return assembler.result()
 
 
+def _openai_message(message: dict[str, Any]) -> dict[str, Any]:
+    # The runner marks failed tool results `is_error` for Anthropic; chat completions has no such
+    # field (OpenAI refuses unknown message keys), so the error travels as the result text alone.
+    if "is_error" in message and message.get("role") == "tool":
+        return {key: value for key, value in message.items() if key != "is_error"}
+    return message
+
+
+def _max_tokens_field(base_url: str) -> str:
+    return "max_completion_tokens" if httpx.URL(base_url).host == "api.openai.com" else "max_tokens"
+
+
 class OpenAICompatModel:
     """Call an OpenAI-compatible `/chat/completions` endpoint; an instance is an `LLMCall`."""
 
@@ -183,6 +196,7 @@ class OpenAICompatModel:
         api_key: str | None = None,
         base_url: str | None = None,
         stream: bool | None = None,
+        max_tokens: int | None = None,
         timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
         retry: RetryPolicy | None = None,
         client: httpx.AsyncClient | None = None,
@@ -196,6 +210,11 @@ class OpenAICompatModel:
         env = os.environ if env is None else env
         self.base_url = (base_url or env.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_BASE_URL).rstrip("/")
         key = api_key or env.get("OPENAI_API_KEY") or None
+        origin = Origin(
+            provider="OpenAI-compatible server", base_url_env="OPENAI_BASE_URL", key_env="OPENAI_API_KEY", needs_v1=True,
+            base_url_from="base_url=" if base_url else "OPENAI_BASE_URL" if env.get("OPENAI_BASE_URL") else "the default",
+            key_from=None if key is None else "api_key=" if api_key else "OPENAI_API_KEY",
+        )
         if key is None and self.base_url == OPENAI_DEFAULT_BASE_URL:
             raise ConfigurationError(
                 "OPENAI_API_KEY",
@@ -208,11 +227,14 @@ class OpenAICompatModel:
         # None streams only when the caller wants deltas: a non-streamed body is simpler for
         # servers with shaky SSE support, and nobody is watching the text arrive.
         self.stream = stream
+        if max_tokens is not None and max_tokens <= 0:
+            raise ConfigurationError("max_tokens", f"must be positive (or None for the server's default), got {max_tokens!r}")
+        self.max_tokens = max_tokens
         self._extra_body = dict(extra_body or {})
         self._prices = prices
         self._http = ProviderHTTP(
             base_url=self.base_url, headers=headers, timeout=timeout, retry=retry, client=client,
-            transport=transport, sleep=sleep, secrets=(key,) if key else (),
+            transport=transport, sleep=sleep, secrets=(key,) if key else (), origin=origin,
         )
 
     def __repr__(self) -> str:
@@ -221,11 +243,15 @@ class OpenAICompatModel:
     def build_body(self, messages: list[dict[str, Any]], model: str, tools: list[dict[str, Any]] | None,
                    temperature: float | None, *, stream: bool) -> dict[str, Any]:
         """Return the JSON body sent for one call."""
-        body: dict[str, Any] = {"model": model, "messages": messages}
+        body: dict[str, Any] = {"model": model, "messages": [_openai_message(m) for m in messages]}
         if tools:
             body["tools"] = tools
         if temperature is not None:
             body["temperature"] = temperature
+        if self.max_tokens is not None:
+            # OpenAI itself takes max_completion_tokens (its reasoning models refuse max_tokens);
+            # vLLM, Ollama, llama.cpp, DeepSeek and Qwen servers read max_tokens.
+            body[_max_tokens_field(self.base_url)] = self.max_tokens
         if stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
@@ -248,11 +274,19 @@ class OpenAICompatModel:
             raise ConfigurationError("model", "is empty; pass the model name to call, e.g. 'gpt-4o-mini'")
         streaming = self.stream if self.stream is not None else on_delta is not None
         body = self.build_body(messages, model, tools, temperature, stream=streaming)
-        if streaming:
-            async with self._http.stream_events("chat/completions", body) as events:
-                response = await _assemble(events, model, on_delta)
-        else:
-            response = parse_chat_completion(await self._http.post_json("chat/completions", body), model)
+        retries: list[RetryRecord] = []
+        try:
+            if streaming:
+                async with self._http.stream_events("chat/completions", body, retries=retries) as events:
+                    response = await _assemble(events, model, on_delta)
+            else:
+                response = parse_chat_completion(await self._http.post_json("chat/completions", body, retries=retries),
+                                                 model)
+        except LLMError as exc:
+            exc.retries = exc.retries or tuple(retries)  # a stream that broke after retried attempts
+            raise
         if not response.usage.reported:
             response = response.model_copy(update={"usage": estimated_usage(messages, response)})
+        if retries:
+            response = response.model_copy(update={"retries": retries})
         return with_cost(response, model, self._prices)

@@ -1,16 +1,19 @@
 """Price model calls: the provider's own charge when it reports one, else a lower-bound table.
 
-The table holds list prices in USD per million tokens as published by OpenAI, Anthropic and
-DeepSeek on `PRICES_AS_OF`. It is a *lower bound*: it ignores long-context surcharges, batch and
-priority tiers, Anthropic's cache-write premium (cache-creation tokens are priced as plain
-input) and reasoning-token details that providers fold into output tokens. Prices change;
+The table holds list prices in USD per million tokens of OpenAI, Anthropic, Google (Gemini),
+DeepSeek and Qwen models as of `PRICES_AS_OF`, each vendor's page named in a comment. It is a
+*lower bound*: it ignores long-context surcharges, batch and priority tiers, Anthropic's
+cache-write premium (cache-creation tokens are priced as plain input), tiered prices above the
+lowest tier (Gemini over 200k prompt tokens, Qwen over its first input tier, Qwen's thinking
+output) and reasoning-token details that providers fold into output tokens. Prices change;
 update the table and the date together.
 
 A model the table lacks is *unpriced*: its usage costs 0.0 and `is_unpriced` says so, so a USD
 limit can fail closed instead of never firing. Give prices for such models (or override the
-table) with `PRICES_ENV` (`CYBER_AGENT_PRICES`): the path of a JSON file mapping a model-name
-prefix to `{"input": ..., "cached_input": ..., "output": ...}` in USD per million tokens
-(`cached_input` defaults to `input`). Its entries win over the built-in table.
+table) with a price file: `PRICES_ENV` (`CYBER_AGENT_PRICES`) or `ProviderSettings.price_file`
+names a TOML (`.toml`) or JSON file mapping a model-name prefix to `{input, cached_input,
+output}` in USD per million tokens (`cached_input` defaults to `input`). Its entries win over
+the built-in table.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -29,10 +33,11 @@ __all__ = ["ModelPrice", "PRICES_AS_OF", "PRICES_ENV", "PRICE_TABLE", "compute_c
            "lookup_price", "with_cost"]
 
 PRICES_ENV = "CYBER_AGENT_PRICES"
-"""Environment variable naming a JSON file of user prices (see the module docstring)."""
+"""Environment variable naming a TOML or JSON file of user prices (see the module docstring)."""
 
-PRICES_AS_OF = "2025-10-01"
-"""Date the table's prices were copied from the providers' price pages."""
+PRICES_AS_OF = "2025-11-30"
+"""Date of the table's prices as known when it was written, not checked against the live price pages
+(docs/llm.md names each vendor's page): check a price before you rely on it, or override it."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,14 +60,29 @@ def _price(input: float, cached_input: float, output: float) -> ModelPrice:
 # "gpt-4o-mini-2024-07-18" prices as gpt-4o-mini, not gpt-4o.
 PRICE_TABLE: Mapping[str, ModelPrice] = MappingProxyType(
     {
-        "gpt-4o": _price(2.50, 1.25, 10.00),
-        "gpt-4o-mini": _price(0.15, 0.075, 0.60),
+        # OpenAI (openai.com/api/pricing, standard tier)
+        "gpt-5": _price(1.25, 0.125, 10.00),
+        "gpt-5.1": _price(1.25, 0.125, 10.00),
+        "gpt-5.1-codex-mini": _price(0.25, 0.025, 2.00),
+        "gpt-5-mini": _price(0.25, 0.025, 2.00),
+        "gpt-5-nano": _price(0.05, 0.005, 0.40),
+        "gpt-5-pro": _price(15.00, 15.00, 120.00),
         "gpt-4.1": _price(2.00, 0.50, 8.00),
         "gpt-4.1-mini": _price(0.40, 0.10, 1.60),
         "gpt-4.1-nano": _price(0.10, 0.025, 0.40),
+        "gpt-4o": _price(2.50, 1.25, 10.00),
+        "gpt-4o-mini": _price(0.15, 0.075, 0.60),
+        "gpt-4-turbo": _price(10.00, 10.00, 30.00),
+        "gpt-3.5-turbo": _price(0.50, 0.50, 1.50),
+        "o1": _price(15.00, 7.50, 60.00),
+        "o1-mini": _price(1.10, 0.55, 4.40),
+        "o1-pro": _price(150.00, 150.00, 600.00),
         "o3": _price(2.00, 0.50, 8.00),
         "o3-mini": _price(1.10, 0.55, 4.40),
+        "o3-pro": _price(20.00, 20.00, 80.00),
         "o4-mini": _price(1.10, 0.275, 4.40),
+        "codex-mini-latest": _price(1.50, 0.375, 6.00),
+        # Anthropic (claude.com/pricing; cache reads at 10 % of input)
         "claude-opus-4-5": _price(5.00, 0.50, 25.00),
         "claude-opus-4-1": _price(15.00, 1.50, 75.00),
         "claude-opus-4": _price(15.00, 1.50, 75.00),
@@ -74,8 +94,26 @@ PRICE_TABLE: Mapping[str, ModelPrice] = MappingProxyType(
         "claude-haiku-4-5": _price(1.00, 0.10, 5.00),
         "claude-3-5-haiku": _price(0.80, 0.08, 4.00),
         "claude-3-haiku": _price(0.25, 0.03, 1.25),
+        # Google Gemini API (ai.google.dev/gemini-api/docs/pricing; prompts up to 200k tokens, paid tier)
+        "gemini-3-pro": _price(2.00, 0.20, 12.00),
+        "gemini-2.5-pro": _price(1.25, 0.125, 10.00),
+        "gemini-2.5-flash": _price(0.30, 0.03, 2.50),
+        "gemini-2.5-flash-lite": _price(0.10, 0.01, 0.40),
+        "gemini-2.0-flash": _price(0.10, 0.025, 0.40),
+        "gemini-2.0-flash-lite": _price(0.075, 0.075, 0.30),
+        "gemini-1.5-pro": _price(1.25, 0.3125, 5.00),
+        "gemini-1.5-flash": _price(0.075, 0.01875, 0.30),
+        # DeepSeek (api-docs.deepseek.com/quick_start/pricing; V3.2: cache hit / miss / output)
         "deepseek-chat": _price(0.28, 0.028, 0.42),
         "deepseek-reasoner": _price(0.28, 0.028, 0.42),
+        # Qwen on Alibaba Cloud Model Studio, international (lowest input tier; implicit cache hits at 20 %)
+        "qwen3-max": _price(1.20, 0.24, 6.00),
+        "qwen-max": _price(1.60, 0.32, 6.40),
+        "qwen-plus": _price(0.40, 0.08, 1.20),
+        "qwen-flash": _price(0.05, 0.01, 0.40),
+        "qwen-turbo": _price(0.05, 0.01, 0.20),
+        "qwen3-coder-plus": _price(1.00, 0.20, 5.00),
+        "qwen3-coder-flash": _price(0.30, 0.06, 1.50),
     }
 )
 """Read-only price table keyed by model-name prefix (see the module docstring for its limits)."""
@@ -107,12 +145,16 @@ def load_user_prices(path: str | None = None) -> Mapping[str, ModelPrice]:
         cached = _user_cache.get(key)
         if cached is not None:
             return cached
-        with open(path, encoding="utf-8") as handle:
-            raw = json.load(handle)
-    except (OSError, ValueError) as exc:
+        if path.lower().endswith(".toml"):
+            with open(path, "rb") as binary:
+                raw: object = tomllib.load(binary)
+        else:
+            with open(path, encoding="utf-8") as handle:
+                raw = json.load(handle)
+    except (OSError, ValueError) as exc:  # tomllib.TOMLDecodeError and JSONDecodeError are ValueErrors
         raise ConfigurationError(PRICES_ENV, f"cannot read the price file {path!r}: {exc}") from None
     if not isinstance(raw, dict):
-        raise ConfigurationError(PRICES_ENV, f"{path!r} must hold a JSON object of model prefix -> prices")
+        raise ConfigurationError(PRICES_ENV, f"{path!r} must hold a table (TOML) or object (JSON) of model prefix -> prices")
     table: dict[str, ModelPrice] = {}
     for key, entry in raw.items():
         try:

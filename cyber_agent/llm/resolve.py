@@ -1,4 +1,4 @@
-"""Turn a model spec string ("openai:gpt-4o-mini", "anthropic:...", "replay:PATH", "demo") into an LLMCall."""
+"""Turn a model spec string ("openai:gpt-4o-mini", "anthropic:...", "replay:PATH", "demo", "fallible:0.3") into an LLMCall."""
 
 from __future__ import annotations
 
@@ -10,15 +10,17 @@ from pathlib import Path
 from typing import Any, Literal, get_args
 
 from cyber_agent.errors import ConfigurationError
+from cyber_agent.llm.settings import ProviderSettings
 from cyber_agent.llm.types import LLMCall
 
 __all__ = ["Provider", "ResolvedModel", "resolve_llm"]
 
-Provider = Literal["openai", "anthropic", "replay", "demo"]
+Provider = Literal["openai", "anthropic", "replay", "demo", "fallible"]
 """The spec prefixes `resolve_llm` understands."""
 
 _PROVIDERS: tuple[str, ...] = get_args(Provider)
-_FORMS = {"openai": "openai:MODEL", "anthropic": "anthropic:MODEL", "replay": "replay:PATH", "demo": "demo"}
+_FORMS = {"openai": "openai:MODEL", "anthropic": "anthropic:MODEL", "replay": "replay:PATH",
+          "demo": "demo[:latency=SECONDS]", "fallible": "fallible:RATE"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,11 +50,29 @@ def _build(factory: Callable[..., LLMCall], options: dict[str, Any], spec: str) 
     return factory(**options)
 
 
-def resolve_llm(spec: str, *, record_to: str | Path | None = None, **options: Any) -> ResolvedModel:
+def _demo_settings(rest: str, spec: str) -> tuple[dict[str, Any], str]:
+    """`demo:latency=0.2` -> ({"latency": "0.2"}, ""); `demo:NAME` -> ({}, NAME)."""
+    if "=" not in rest:
+        return {}, rest
+    settings: dict[str, Any] = {}
+    for part in rest.split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise ConfigurationError("model", f"{spec!r}: write demo options as key=value, e.g. 'demo:latency=0.2'")
+        settings[key.strip()] = value.strip()
+    return settings, ""
+
+
+def resolve_llm(
+    spec: str, *, settings: ProviderSettings | None = None, record_to: str | Path | None = None, **options: Any,
+) -> ResolvedModel:
     """Build the model a spec names, failing with ConfigurationError before any call is made.
 
-    `options` go to the provider's constructor (api_key, base_url, timeout, retry, transport,
-    env, ...). `record_to` wraps the result in a RecordingLLM writing to that path.
+    `settings` (timeouts, retries, stream, max_tokens, headers, prices; fields left unset come
+    from the `CYBER_AGENT_*` variables) configure the HTTP providers and are ignored by
+    `replay:` and `demo`; `options` go to the provider's
+    constructor (api_key, base_url, timeout, retry, transport, env, ...) and win over
+    `settings`. `record_to` wraps the result in a RecordingLLM writing to that path.
     """
     prefix, _, rest = spec.strip().partition(":")
     prefix = prefix.strip().lower()
@@ -64,6 +84,9 @@ def resolve_llm(spec: str, *, record_to: str | Path | None = None, **options: An
     if prefix in ("openai", "anthropic"):
         if not rest:
             raise ConfigurationError("model", f"{spec!r} names no model; write e.g. '{prefix}:MODEL_NAME'")
+        # Without settings the CYBER_AGENT_* variables still apply (of `env=` when given).
+        effective = (settings or ProviderSettings()).resolved(options.get("env"))
+        options = {**effective.provider_options(), **options}
         if prefix == "openai":
             from cyber_agent.llm.openai_compat import OpenAICompatModel
 
@@ -80,6 +103,11 @@ def resolve_llm(spec: str, *, record_to: str | Path | None = None, **options: An
 
         replay = _build(ReplayLLM, {"path": rest, **options}, spec)
         llm_call, model = replay, replay.model  # type: ignore[attr-defined]
+    elif prefix == "fallible":
+        from cyber_agent.llm.fallible import FallibleModel, parse_fallible_spec
+
+        model = f"fallible:{rest}" if rest else "fallible"
+        llm_call = _build(FallibleModel, {**parse_fallible_spec(rest), "name": model, **options}, spec)
     else:
         try:
             demo_module = importlib.import_module("cyber_agent.llm.demo")
@@ -87,8 +115,9 @@ def resolve_llm(spec: str, *, record_to: str | Path | None = None, **options: An
             if exc.name != "cyber_agent.llm.demo":
                 raise  # the demo module exists but something it imports is missing
             raise ConfigurationError("model", "the 'demo' model is not installed in this build") from exc
-        llm_call = _build(demo_module.DemoModel, options, spec)
-        model = rest or "demo"
+        demo_options, name = _demo_settings(rest, spec)
+        llm_call = _build(demo_module.DemoModel, {**demo_options, **options}, spec)
+        model = name or "demo"
     if record_to is not None:
         from cyber_agent.llm.replay import RecordingLLM
 

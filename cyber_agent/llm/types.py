@@ -12,7 +12,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["DeltaCallback", "LLMCall", "LLMResponse", "ToolCall", "Usage"]
+__all__ = ["DeltaCallback", "LLMCall", "LLMResponse", "RetryRecord", "ToolCall", "Usage"]
 
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "other"]
 """Why a model stopped, in one vocabulary for every provider."""
@@ -92,6 +92,23 @@ class Usage(BaseModel):
         )
 
 
+class RetryRecord(BaseModel):
+    """One failed attempt of a provider call that was retried: what failed and how long the client waited."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    attempt: int
+    """The attempt that failed, from 1."""
+    status: int | None = None
+    """Its HTTP status; None for a network failure (refused connection, timeout)."""
+    error: str
+    """`HTTP 429`, or the transport exception's type (`ReadTimeout`, `ConnectError`)."""
+    wait_s: float
+    """Seconds slept before the next attempt."""
+    retry_after: bool = False
+    """True when the wait is the server's `Retry-After` hint (capped), False for backoff."""
+
+
 class LLMResponse(BaseModel):
     """What one model call returned: text, tool calls, usage and cost."""
 
@@ -110,6 +127,8 @@ class LLMResponse(BaseModel):
     finish_reason: FinishReason | None = None
     """Why the model stopped, normalised from the provider's value; "length" means the reply was
     cut by the output limit, so every tool call in it is incomplete."""
+    retries: list[RetryRecord] = Field(default_factory=list)
+    """Attempts of this call that failed and were retried, in order ([] when the first attempt answered)."""
 
     @field_validator("finish_reason", mode="before")
     @classmethod

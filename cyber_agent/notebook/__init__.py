@@ -7,6 +7,8 @@
 
 Every helper reads a TraceStore, a store directory or an export file, and nothing here runs
 an agent except `launch`. Nothing else in the package imports this one. See docs/notebook.md.
+Importing it in a kernel lets the charts display with no `%matplotlib` magic
+(`display.enable_figure_display`).
 """
 
 from cyber_agent.notebook.bridge import in_notebook, run_sync
@@ -18,6 +20,9 @@ from cyber_agent.notebook.budgets import (
     usage_by_agent,
     usage_over_time,
 )
+from cyber_agent.notebook.display import enable_figure_display
+
+from cyber_agent.notebook.explorer import TraceExplorer
 from cyber_agent.notebook.export import EXPORT_FORMAT, EXPORT_VERSION, aexport_traces, export_traces, load_export
 from cyber_agent.notebook.frames import SCHEMAS, TraceFrames, ato_frames, to_frames
 from cyber_agent.notebook.launch import RunHandle, launch, run_config
@@ -42,6 +47,7 @@ __all__ = [
     "ReportStepper",
     "RunHandle",
     "SCHEMAS",
+    "TraceExplorer",
     "TraceFrames",
     "TraceRecord",
     "aexport_traces",
@@ -50,6 +56,7 @@ __all__ = [
     "draw_goal_tree",
     "draw_trace_tree",
     "draw_tree",
+    "enable_figure_display",
     "export_traces",
     "goal_graph",
     "in_notebook",
@@ -67,3 +74,5 @@ __all__ = [
     "usage_by_agent",
     "usage_over_time",
 ]
+
+enable_figure_display()  # charts render in a fresh kernel; a matplotlib backend's own formatter wins

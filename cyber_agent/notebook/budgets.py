@@ -1,10 +1,14 @@
 """Budgets and usage of a task tree as pandas frames and charts (SPEC J3, A10).
 
-`budget_frame` has one row per A10 resource: used, limit, remaining, percent and the refusal a
-recursive tree recorded. Recursive roots carry their limits in `Trace.root_setup.resource_budget`
-and their live usage in `resource_usage.json`; legacy trees have no limits (limit NaN) and
-their usage is computed from the traces themselves. `usage_by_agent` and `usage_over_time`
-break usage down per trace and over time. Charts return `matplotlib.figure.Figure`s.
+`budget_frame` has one row per A10 resource, and one for the child quota: used, limit,
+remaining, percent and the refusal that hit it. Recursive roots carry their limits in
+`Trace.root_setup.resource_budget` and their live usage in `resource_usage.json`; legacy trees
+have no limits (limit NaN) and their usage is computed from the traces themselves.
+`usage_by_agent` and `usage_over_time` break usage down per trace and over time. Charts return
+`matplotlib.figure.Figure`s.
+
+"Agents" means one thing everywhere (the progress widget too): the root and its sub-agents,
+every trace that is not a validator — what the A10 budget counts (`AGENTS_DEFINITION`).
 """
 
 from __future__ import annotations
@@ -16,12 +20,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
+from cyber_agent.core.agent_mode import MAX_CHILDREN_PER_PARENT
 from cyber_agent.notebook.frames import TraceFrames, to_frames
 from cyber_agent.notebook.records import StoreSource, parse_time
+from cyber_agent.notebook.tree_labels import trace_texts
+from cyber_agent.notebook.usage_charts import DEFAULT_TOP, agent_names, usage_by_agent_figure, usage_over_time_figure
 
 __all__ = [
+    "AGENTS_DEFINITION",
+    "QUOTAS",
     "RESOURCES",
     "budget_frame",
     "plot_budget",
@@ -42,6 +50,13 @@ RESOURCES: dict[str, tuple[str, str]] = {
     "validation_material_chars": ("max_validation_material_chars", "chars"),
 }
 """The A10 resources, their limit keys and units, in display order."""
+
+QUOTAS: dict[str, str] = {"children": "children"}
+"""Limits outside the tree budget, after the A10 rows: `children` is the most direct children any one
+agent created, against the recursive child quota (`MAX_CHILDREN_PER_PARENT`; legacy has none)."""
+
+AGENTS_DEFINITION = "the root and its sub-agents: every trace of the tree that is not a validator (as A10 counts them)"
+"""What "agents" counts in `budget_frame`, `usage_over_time` and `ProgressSnapshot`."""
 
 
 def _tree(source: StoreSource | TraceFrames, root_trace_id: str, *, messages: bool = True) -> TraceFrames:
@@ -84,8 +99,11 @@ def budget_frame(
     source: StoreSource | TraceFrames, root_trace_id: str, *, limits: Mapping[str, Any] | None = None,
     now: datetime | None = None,
 ) -> pd.DataFrame:
-    """One row per A10 resource of the tree: used, limit, remaining, percent, unit, refusal.
+    """One row per A10 resource of the tree, then the child quota: used, limit, remaining, percent, unit, refusal.
 
+    `refusal` is the last refusal that names the row's limit: the budget's own record, or a
+    refused tool call (a child quota, a batch the budget refused). `attrs["stop_reason"]` is why
+    the root did not complete and `attrs["refusal"]` the tree's last refusal of any kind.
     `limits` (keys of `Trace.root_setup.resource_budget`, e.g. `ResourceBudget().model_dump()`) replaces
     the tree's own limits: "what would this legacy run use of a recursive budget?".
     """
@@ -101,29 +119,57 @@ def budget_frame(
         used, source_name = _recorded_usage(record, root["status"] == "running", now), "resource_usage"
     else:
         used, source_name = _computed_usage(frames, now), "traces"
-    refusal = (record or {}).get("last_refusal") or ""
+    recorded_refusal = str((record or {}).get("last_refusal") or "")
+    refused, latest_refusal, refused_calls = _tool_refusals(frames)
+    recursive = root["agent_mode"] == "recursive"
     rows = []
     for resource, (key, unit) in RESOURCES.items():
         limit = float(budget[key]) if budget and isinstance(budget.get(key), (int, float)) else np.nan
-        value = used[resource]
-        rows.append({
-            "resource": resource, "used": value, "limit": limit,
-            "remaining": max(limit - value, 0.0) if not np.isnan(limit) else np.nan,
-            "percent": 100.0 * value / limit if not np.isnan(limit) and limit > 0 else np.nan,
-            "unit": unit, "refusal": refusal if refusal.startswith(f"{resource}:") else None,
-        })
+        refusal = recorded_refusal if recorded_refusal.startswith(f"{resource}:") else refused.get(resource)
+        rows.append(_row(resource, used[resource], limit, unit, refusal))
+    agents = frames.traces[~frames.traces["is_validator"]]
+    children = float(agents["parent_trace_id"].value_counts().max()) if agents["parent_trace_id"].notna().any() else 0.0
+    rows.append(_row("children", children, float(MAX_CHILDREN_PER_PARENT) if recursive else np.nan, QUOTAS["children"],
+                     refused.get("children")))
     frame = pd.DataFrame(rows).astype({
         "resource": "string", "used": "float64", "limit": "float64", "remaining": "float64", "percent": "float64",
         "unit": "string", "refusal": "string",
     }).set_index("resource")
+    last = latest_refusal or recorded_refusal or None
     frame.attrs.update({
         "root_trace_id": root_trace_id, "mode": root["agent_mode"] or "legacy", "usage_source": source_name,
         "enforced": bool(budget.get("enabled", True)) and limits is None if budget else False,
         "limits_source": "given" if limits is not None else "tree" if budget else None,
         "reserved_final_calls": budget.get("reserved_final_calls") if budget else None,
         "refusals": int((record or {}).get("refusals", 0)),
+        "refused_calls": refused_calls,
+        "status": str(root["status"]),
+        "stop_reason": None if root["status"] in ("completed", "running") else (
+            root["error_message"] if isinstance(root["error_message"], str) else f"the run ended {root['status']}"),
+        "refusal": last,
     })
     return frame
+
+
+def _row(resource: str, value: float, limit: float, unit: str, refusal: str | None) -> dict[str, Any]:
+    return {
+        "resource": resource, "used": value, "limit": limit,
+        "remaining": max(limit - value, 0.0) if not np.isnan(limit) else np.nan,
+        "percent": 100.0 * value / limit if not np.isnan(limit) and limit > 0 else np.nan,
+        "unit": unit, "refusal": refusal or None,
+    }
+
+
+def _tool_refusals(frames: TraceFrames) -> tuple[dict[str, str], str | None, int]:
+    """(limit name -> text of the latest refused tool call naming it, the latest of any kind, how many)."""
+    messages = frames.messages
+    refused = messages[messages["refused"].notna()].sort_values(["created_at", "trace_id", "sequence"], kind="stable")
+    by_limit: dict[str, str] = {}
+    latest = None
+    for kind, text in zip(refused["refused"], refused["text"]):
+        if isinstance(text, str):
+            by_limit[str(kind)] = latest = text
+    return by_limit, latest, len(refused)
 
 
 def usage_by_agent(source: StoreSource | TraceFrames, root_trace_id: str) -> pd.DataFrame:
@@ -206,52 +252,20 @@ def plot_budget(source: StoreSource | TraceFrames | pd.DataFrame, root_trace_id:
     return fig
 
 
-def plot_usage_by_agent(source: StoreSource | TraceFrames | pd.DataFrame, root_trace_id: str | None = None) -> Figure:
-    """Stacked prompt/completion tokens per agent (tree order), annotated with LLM calls and cost."""
-    frame = source if isinstance(source, pd.DataFrame) else usage_by_agent(source, _need(root_trace_id))
-    names = [("  " * int(d)) + str(label) for d, label in zip(frame["depth"], frame["label"])]
-    fig = Figure(figsize=(8.0, 0.38 * len(frame) + 1.2))
-    ax = fig.add_subplot()
-    fig.subplots_adjust(left=0.2, right=0.8, top=1 - 0.45 / fig.get_figheight(), bottom=0.5 / fig.get_figheight())
-    y = np.arange(len(frame))
-    ax.barh(y, frame["prompt_tokens"], color="#1f77b4", label="prompt tokens")
-    ax.barh(y, frame["completion_tokens"], left=frame["prompt_tokens"], color="#ff7f0e", label="completion tokens")
-    ax.set_yticks(y, names, fontsize=8)
-    ax.invert_yaxis()
-    for yi, (_, row) in zip(y, frame.iterrows()):
-        calls = "?" if pd.isna(row["llm_calls"]) else int(row["llm_calls"])
-        ax.annotate(f"{calls} calls · ${row['cost']:.4f}", (row["tokens"], yi), xytext=(4, 0), textcoords="offset points",
-                    va="center", fontsize=7, annotation_clip=False)
-    ax.set_xlabel("tokens", fontsize=8)
-    ax.tick_params(axis="x", labelsize=7)
-    ax.legend(fontsize=7, loc="lower right", frameon=False)
-    ax.set_title("Usage by agent", fontsize=10, loc="left")
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-    return fig
+def plot_usage_by_agent(source: StoreSource | TraceFrames | pd.DataFrame, root_trace_id: str | None = None, *,
+                        top: int = DEFAULT_TOP) -> Figure:
+    """Stacked prompt/completion tokens of the `top` biggest agents (tree order) and one bar for the others."""
+    if isinstance(source, pd.DataFrame):
+        return usage_by_agent_figure(source, agent_names(source), top=top)
+    frames = _tree(source, _need(root_trace_id))
+    frame = frames.usage.reset_index(drop=True)
+    return usage_by_agent_figure(frame, agent_names(frame, trace_texts(frames.traces, frames.validations)), top=top)
 
 
 def plot_usage_over_time(source: StoreSource | TraceFrames | pd.DataFrame, root_trace_id: str | None = None) -> Figure:
-    """Cumulative tokens (left axis) and LLM calls and agents (right axis) against elapsed seconds."""
+    """Cumulative tokens (upper panel), LLM calls and agents (lower panel) against elapsed seconds."""
     frame = source if isinstance(source, pd.DataFrame) else usage_over_time(source, _need(root_trace_id))
-    fig = Figure(figsize=(8.0, 3.4))
-    ax = fig.add_subplot()
-    fig.subplots_adjust(left=0.1, right=0.88, top=0.88, bottom=0.16)
-    ax.step(frame["elapsed_seconds"], frame["tokens"], where="post", color="#1f77b4", label="tokens")
-    ax.set_xlabel("seconds since the root started", fontsize=8)
-    ax.set_ylabel("tokens (cumulative)", fontsize=8, color="#1f77b4")
-    ax.tick_params(labelsize=7)
-    right = ax.twinx()
-    right.step(frame["elapsed_seconds"], frame["llm_calls"], where="post", color="#ff7f0e", label="LLM calls")
-    right.step(frame["elapsed_seconds"], frame["agents"], where="post", color="#2ca02c", ls="--", label="agents")
-    right.set_ylabel("calls / agents (cumulative)", fontsize=8)
-    right.yaxis.set_major_locator(MaxNLocator(integer=True))
-    right.tick_params(labelsize=7)
-    handles = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
-    ax.legend(handles=handles, fontsize=7, loc="upper left", frameon=False)
-    cost = float(frame["cost"].iloc[-1]) if len(frame) else 0.0
-    ax.set_title(f"Usage over time · {len(frame)} LLM calls · ${cost:.4f}", fontsize=10, loc="left")
-    return fig
+    return usage_over_time_figure(frame)
 
 
 def _need(root_trace_id: str | None) -> str:

@@ -11,6 +11,8 @@ from operator import itemgetter
 from typing import Any, NamedTuple
 
 from cyber_agent.notebook.records import TraceRecord, parse_time
+from cyber_agent.trace.goal_models import FINAL_GOAL_STATUSES
+from cyber_agent.trace.models import refusal_kind
 
 __all__ = [
     "MessageTables",
@@ -77,10 +79,11 @@ class TreeIndex:
             self.root[trace_id] = root if isinstance(root, str) else (self.root.get(parent, trace_id) if parent else trace_id)
 
 
-def trace_rows(records: Sequence[TraceRecord], index: TreeIndex, names: Sequence[str]) -> Columns:
-    """One row per trace."""
+def trace_rows(records: Sequence[TraceRecord], index: TreeIndex, names: Sequence[str],
+               refusals: Sequence[str | None] | None = None) -> Columns:
+    """One row per trace (`refusals`: each record's last refused tool call, when messages were read)."""
     cols = _columns(names)
-    for record in records:
+    for number, record in enumerate(records):
         meta, lineage, trace_id = record.trace, record.lineage, record.trace_id
         validator = record.protocol.get("validator") or {}
         end = meta.get("completed_at") or meta.get("updated_at")
@@ -113,6 +116,7 @@ def trace_rows(records: Sequence[TraceRecord], index: TreeIndex, names: Sequence
             "current_goal_id": meta.get("current_goal_id"),
             "result_summary": meta.get("result_summary"),
             "error_message": meta.get("error_message"),
+            "refusal": refusals[number] if refusals is not None else None,
             "created_at": meta.get("created_at"),
             "updated_at": meta.get("updated_at"),
             "completed_at": meta.get("completed_at"),
@@ -139,13 +143,13 @@ _MESSAGE_DEFAULTS: dict[str, Any] = {
 _MESSAGE_COLUMNS = (
     "message_id", "sequence", "role", "goal_id", "parent_sequence", "branch", "tool_call_id", "tool_name",
     "description", "prompt_tokens", "completion_tokens", "cached_tokens", "total_tokens", "cost", "duration_ms",
-    "created_at", "text", "n_tool_calls", "tool_call_names", "is_error", "model",
+    "created_at", "text", "n_tool_calls", "tool_call_names", "is_error", "refused", "model",
 )
 _CALL_COLUMNS = (
     "trace_id", "message_id", "sequence", "call_index", "call_id", "tool_name", "arguments", "result_sequence",
-    "is_error", "result_chars", "duration_ms", "created_at",
+    "is_error", "refused", "result_chars", "duration_ms", "created_at",
 )
-_NO_RESULT = (None, None, None, None)
+_NO_RESULT = (None, None, None, None, None)
 # The fields `_add_messages` reads, all in one C call per message.
 _fields = itemgetter(
     "message_id", "sequence", "role", "goal_id", "parent_sequence", "branch", "tool_call_id", "tool_name", "description",
@@ -162,6 +166,8 @@ class MessageTables(NamedTuple):
     """Columns of the tool-calls frame."""
     role_counts: list[tuple[int, int]]
     """(assistant messages, tool messages) of each record, in record order."""
+    refusals: list[str | None]
+    """The text of each record's last refused tool call (`cyber_agent/trace/models.py:is_refusal`), in record order."""
 
 
 def message_and_call_rows(records: Sequence[TraceRecord]) -> MessageTables:
@@ -174,36 +180,40 @@ def message_and_call_rows(records: Sequence[TraceRecord]) -> MessageTables:
     columns: Columns = {name: [] for name in (*_MESSAGE_COLUMNS, "trace_id", "on_main_path")}
     calls: Columns = {name: [] for name in _CALL_COLUMNS}
     counts: list[tuple[int, int]] = []
+    refusals: list[str | None] = []
     for record in records:
         messages = record.messages
         if not messages:
             counts.append((0, 0))
+            refusals.append(None)
             continue
         start = len(columns["sequence"])
         try:
-            parents, pending, results, roles = _add_messages(messages, columns)
+            parents, pending, results, roles, refusal = _add_messages(messages, columns)
         except KeyError:  # an older or foreign record without some fields
             for values in columns.values():
                 del values[start:]
-            parents, pending, results, roles = _add_messages([{**_MESSAGE_DEFAULTS, **m} for m in messages], columns)
+            parents, pending, results, roles, refusal = _add_messages([{**_MESSAGE_DEFAULTS, **m} for m in messages], columns)
         counts.append(roles)
+        refusals.append(refusal)
         main = _main_path(parents, int(record.trace.get("head_sequence") or 0))
         columns["trace_id"].extend([record.trace_id] * len(messages))
         columns["on_main_path"].extend(map(main.__contains__, columns["sequence"][start:]))
         _add_calls(record.trace_id, pending, results, calls)
-    return MessageTables(columns, calls, counts)
+    return MessageTables(columns, calls, counts, refusals)
 
 
 def _add_messages(messages: list[dict[str, Any]], columns: Columns) -> tuple[
-        dict[int, int | None], list[tuple[Any, ...]], dict[str, list[tuple[Any, ...]]], tuple[int, int]]:
-    """Append one trace's messages to the columns; return its parent links, tool calls, results and role counts."""
+        dict[int, int | None], list[tuple[Any, ...]], dict[str, list[tuple[Any, ...]]], tuple[int, int], str | None]:
+    """Append one trace's messages to the columns; return its parent links, tool calls, results, role counts, last refusal."""
     (message_id, sequence, role, goal_id, parent_sequence, branch, tool_call_id, tool_name, description,
      prompt_tokens, completion_tokens, cached_tokens, total_tokens, cost, duration_ms, created_at, text,
-     n_tool_calls, tool_call_names, is_error, model) = [columns[name].append for name in _MESSAGE_COLUMNS]
+     n_tool_calls, tool_call_names, is_error, refused, model) = [columns[name].append for name in _MESSAGE_COLUMNS]
     parents: dict[int, int | None] = {}
     pending: list[tuple[Any, ...]] = []  # (message id, sequence, created_at, [(call id, name, arguments)]) per caller
-    results: dict[str, list[tuple[Any, ...]]] = {}  # call id -> (sequence, is_error, chars, duration) of its results
+    results: dict[str, list[tuple[Any, ...]]] = {}  # call id -> (sequence, is_error, chars, duration, refused) of its results
     assistants = tools = 0
+    last_refusal: str | None = None
     for m in messages:
         (key, seq, kind, goal, parent, fork, call_id, tool, about, prompt, completion, cached, price, duration, created,
          content, extra) = _fields(m)
@@ -235,12 +245,16 @@ def _add_messages(messages: list[dict[str, Any]], columns: Columns) -> tuple[
             text(content)
             n_tool_calls(0)
             tool_call_names(None)
+        refusal = None
         if extra:
             error = extra.get("is_error")
             is_error(None if error is None else bool(error))
+            refusal = refusal_kind(extra) if error else None
+            refused(refusal)
             model(extra.get("model"))
         else:
             is_error(None)
+            refused(None)
             model(None)
         if kind == "assistant":
             assistants += 1
@@ -248,9 +262,11 @@ def _add_messages(messages: list[dict[str, Any]], columns: Columns) -> tuple[
             tools += 1
             if call_id:
                 result = (seq, bool((extra or {}).get("is_error")),
-                          len(content) if isinstance(content, str) else None, duration)
+                          len(content) if isinstance(content, str) else None, duration, refusal)
                 results.setdefault(call_id, []).append(result)
-    return parents, pending, results, (assistants, tools)
+            if refusal is not None:
+                last_refusal = content if isinstance(content, str) else str(content)
+    return parents, pending, results, (assistants, tools), last_refusal
 
 
 def _main_path(parents: dict[int, int | None], head: int) -> set[int]:
@@ -266,7 +282,7 @@ def _add_calls(trace_id: str, pending: list[tuple[Any, ...]], results: dict[str,
                columns: Columns) -> None:
     """Append one trace's tool calls, each joined to the first later result with its id."""
     (trace_ids, message_ids, sequences, call_index, call_ids, tool_name, arguments, result_sequence, is_error,
-     result_chars, duration_ms, created_at) = [columns[name].append for name in _CALL_COLUMNS]
+     refused, result_chars, duration_ms, created_at) = [columns[name].append for name in _CALL_COLUMNS]
     for message_id, sequence, created, calls in pending:
         for index, (call_id, name, args) in enumerate(calls):
             joined = _NO_RESULT
@@ -283,6 +299,7 @@ def _add_calls(trace_id: str, pending: list[tuple[Any, ...]], results: dict[str,
             arguments(args)
             result_sequence(joined[0])
             is_error(joined[1])
+            refused(joined[4])
             result_chars(joined[2])
             duration_ms(joined[3])
             created_at(created)
@@ -292,6 +309,8 @@ def goal_rows(records: Sequence[TraceRecord], names: Sequence[str]) -> Columns:
     """One row per goal, in depth-first plan order."""
     cols = _columns(names)
     for record in records:
+        trace_status = record.trace.get("status")
+        ended = trace_status if trace_status in ("failed", "stopped") else None
         tree = record.goal_tree or {}
         goals = tree.get("goals") or []
         by_parent: dict[str | None, list[dict[str, Any]]] = {}
@@ -310,6 +329,8 @@ def goal_rows(records: Sequence[TraceRecord], names: Sequence[str]) -> Columns:
                 "trace_id": record.trace_id, "goal_id": goal.get("id"), "parent_goal_id": goal.get("parent_id"),
                 "depth": depth, "position": position, "description": goal.get("description"),
                 "reason": goal.get("reason"), "type": goal.get("type"), "status": goal.get("status"),
+                "trace_status": trace_status,
+                "effective_status": ended if ended and goal.get("status") not in FINAL_GOAL_STATUSES else goal.get("status"),
                 "summary": goal.get("summary"), "n_sub_traces": len(subs), "sub_trace_ids": list(subs),
                 "self_messages": own.get("message_count", 0), "self_tokens": own.get("total_tokens", 0),
                 "self_cost": own.get("total_cost", 0.0), "cumulative_messages": total.get("message_count", 0),

@@ -29,7 +29,9 @@ from cyber_agent.notebook.records import (
     open_source,
     read_records,
 )
+from cyber_agent.notebook.sql_frames import sql_event_rows, sql_message_tables
 from cyber_agent.trace.bulk import gc_paused
+from cyber_agent.trace.sqlite_store import SQLiteTraceStore
 
 __all__ = ["SCHEMAS", "TraceFrames", "ato_frames", "frames_from_records", "to_frames"]
 
@@ -43,22 +45,22 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "validation_scope": S, "mode": S, "status": S, "task": S, "model": S, "name": S, "total_messages": I,
         "total_prompt_tokens": I, "total_completion_tokens": I, "total_cached_tokens": I, "total_tokens": I,
         "total_cost": F, "head_sequence": I, "current_goal_id": S, "result_summary": S, "error_message": S,
-        "created_at": TS, "updated_at": TS, "completed_at": TS, "duration_seconds": F, "context": O,
+        "refusal": S, "created_at": TS, "updated_at": TS, "completed_at": TS, "duration_seconds": F, "context": O,
         "protocol": O, "root_setup": O, "resource_usage": O,
     },
     "messages": {
         "trace_id": S, "message_id": S, "sequence": I, "role": S, "goal_id": S, "parent_sequence": NI, "branch": S,
         "on_main_path": B, "text": S, "n_tool_calls": I, "tool_call_names": S, "tool_call_id": S, "tool_name": S,
-        "is_error": NB, "description": S, "prompt_tokens": I, "completion_tokens": I, "cached_tokens": I,
+        "is_error": NB, "refused": S, "description": S, "prompt_tokens": I, "completion_tokens": I, "cached_tokens": I,
         "total_tokens": I, "cost": F, "duration_ms": F, "model": S, "created_at": TS,
     },
     "tool_calls": {
         "trace_id": S, "message_id": S, "sequence": I, "call_index": I, "call_id": S, "tool_name": S,
-        "arguments": O, "result_sequence": NI, "is_error": NB, "result_chars": NI, "duration_ms": F, "created_at": TS,
+        "arguments": O, "result_sequence": NI, "is_error": NB, "refused": S, "result_chars": NI, "duration_ms": F, "created_at": TS,
     },
     "goals": {
         "trace_id": S, "goal_id": S, "parent_goal_id": S, "depth": I, "position": I, "description": S, "reason": S,
-        "type": S, "status": S, "summary": S, "n_sub_traces": I, "sub_trace_ids": O, "self_messages": I,
+        "type": S, "status": S, "trace_status": S, "effective_status": S, "summary": S, "n_sub_traces": I, "sub_trace_ids": O, "self_messages": I,
         "self_tokens": I, "self_cost": F, "cumulative_messages": I, "cumulative_tokens": I, "cumulative_cost": F,
         "is_current": B, "created_at": TS, "completed_at": TS,
     },
@@ -213,17 +215,27 @@ class TraceFrames(RichDisplay):
         return html_table(body, ["frame", "rows", "columns"], caption=f"TraceFrames — {len(self.traces)} traces")
 
 
-def frames_from_records(records: Sequence[TraceRecord], *, with_messages: bool = True) -> TraceFrames:
-    """Build the frames from trace records (pure; no store access)."""
+def frames_from_records(
+    records: Sequence[TraceRecord], *, with_messages: bool = True, tables: rows.MessageTables | None = None,
+    event_columns: rows.Columns | None = None,
+) -> TraceFrames:
+    """Build the frames from trace records (pure; no store access).
+
+    `tables` and `event_columns` replace what the records' messages and events would give (the
+    SQLite store reads them with SQL, `cyber_agent/notebook/sql_frames.py`).
+    """
     index = rows.TreeIndex(records)
-    tables = rows.message_and_call_rows(records)
+    if tables is None:
+        tables = rows.message_and_call_rows(records)
     counts = tables.role_counts if with_messages else None
     return TraceFrames(
-        traces=_frame("traces", rows.trace_rows(records, index, list(SCHEMAS["traces"]))),
+        traces=_frame("traces", rows.trace_rows(records, index, list(SCHEMAS["traces"]),
+                                                tables.refusals if with_messages else None)),
         messages=_frame("messages", tables.messages),
         tool_calls=_frame("tool_calls", tables.tool_calls),
         goals=_frame("goals", rows.goal_rows(records, list(SCHEMAS["goals"]))),
-        events=_frame("events", rows.event_rows(records, list(SCHEMAS["events"]))),
+        events=_frame("events", event_columns if event_columns is not None
+                      else rows.event_rows(records, list(SCHEMAS["events"]))),
         usage=_frame("usage", rows.usage_rows(records, index, list(SCHEMAS["usage"]), counts)),
         reports=_frame("reports", rows.report_rows(records, index, list(SCHEMAS["reports"]))),
         validations=_frame("validations", rows.validation_rows(records, list(SCHEMAS["validations"]))),
@@ -238,8 +250,14 @@ async def ato_frames(
         root_ids = [root_ids]
     store = open_source(source)
     with gc_paused():  # each collection would walk every record loaded so far
-        records = await read_records(store, root_ids, messages=messages, events=events)
-        frames = frames_from_records(records, with_messages=messages)
+        if isinstance(store, SQLiteTraceStore):  # messages and events read with SQL, not record by record
+            records = await read_records(store, root_ids, messages=False, events=False)
+            tables = sql_message_tables(store, records) if messages else None
+            event_columns = sql_event_rows(store, records, list(SCHEMAS["events"])) if events else None
+            frames = frames_from_records(records, with_messages=messages, tables=tables, event_columns=event_columns)
+        else:
+            records = await read_records(store, root_ids, messages=messages, events=events)
+            frames = frames_from_records(records, with_messages=messages)
         # Freed here by reference counting, so the collection owed on leaving the pause only
         # walks what the frames keep (payload and argument dicts), not every parsed record.
         del records

@@ -15,17 +15,20 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from cyber_agent.core.config import RunConfig
 from cyber_agent.core.runner import AgentRunner, RunResult
+from cyber_agent.core.trace_setup import parse_root_task_anchor
 from cyber_agent.errors import ConfigurationError, CyberAgentError, RunError
+from cyber_agent.llm.settings import ProviderSettings
 from cyber_agent.llm.types import LLMCall
 from cyber_agent.notebook.bridge import background_loop, in_background_thread
 from cyber_agent.notebook.display import RichDisplay, html_table
-from cyber_agent.notebook.progress import ProgressSnapshot, ProgressTracker, ProgressView, make_view
+from cyber_agent.notebook.progress import ProgressSnapshot, ProgressTracker
+from cyber_agent.notebook.progress_view import ViewGroup, WidgetView, make_view, widget_view
 from cyber_agent.notebook.records import read_records
 from cyber_agent.tools.registry import ToolRegistry
 from cyber_agent.trace.memory_store import InMemoryTraceStore
@@ -47,6 +50,8 @@ def run_config(
         raise ConfigurationError("mode", f"must be 'legacy' or 'recursive', got {mode!r}")
     if "agent_mode" in fields:
         raise ConfigurationError("agent_mode", "pass mode='legacy' or mode='recursive' to launch() instead")
+    if mode == "recursive":  # checked here, before anything is displayed or started, not deep inside the run
+        parse_root_task_anchor(fields.get("root_task_anchor"))
     values: dict[str, Any] = {"model": model, "max_iterations": max_iterations, **fields}
     if workspace is not None:
         values["workspace"] = str(Path(workspace).resolve())
@@ -71,8 +76,8 @@ class RunHandle(RichDisplay):
     """A run in progress on the background loop: its trace id, live progress, stop and result."""
 
     def __init__(
-        self, *, runner: AgentRunner, config: RunConfig, messages: list[dict[str, Any]], view: ProgressView,
-        poll_interval: float = 0.5,
+        self, *, runner: AgentRunner, config: RunConfig, messages: list[dict[str, Any]], progress: bool | None,
+        poll_interval: float = 0.25,
     ) -> None:
         self.runner = runner
         """The runner executing the run (one per launch)."""
@@ -81,14 +86,14 @@ class RunHandle(RichDisplay):
         self.config = config
         """The run's configuration."""
         self._messages = messages
-        self._view = view
         self._poll_interval = poll_interval
         self._tracker = ProgressTracker()
         self._snapshot = self._tracker.snapshot()
+        # Made here, in the caller's context, so a widget is displayed in the caller's cell.
+        self._views = ViewGroup(make_view(progress, self._snapshot))
         self._started: concurrent.futures.Future[str] = concurrent.futures.Future()
         self._loop = background_loop()
-        self.poll_errors: list[str] = []
-        """Store errors met while polling for progress (progress never breaks the run)."""
+        self._poll_errors: list[str] = []
         self._future: concurrent.futures.Future[RunResult] = asyncio.run_coroutine_threadsafe(self._drive(), self._loop)
 
     # ---- state --------------------------------------------------------------------------
@@ -103,9 +108,29 @@ class RunHandle(RichDisplay):
         return self._future.done()
 
     @property
-    def progress(self) -> ProgressSnapshot:
-        """The latest progress snapshot."""
+    def poll_errors(self) -> list[str]:
+        """Store and display errors met while showing progress (progress never breaks the run)."""
+        return [*self._poll_errors, *self._views.errors]
+
+    @property
+    def snapshot(self) -> ProgressSnapshot:
+        """The latest progress snapshot (refreshed every `poll_interval` seconds while the run goes on)."""
         return self._snapshot
+
+    def progress(self) -> WidgetView | ProgressSnapshot:
+        """Live progress here: a new widget, updated until the run ends (in a script: the latest snapshot).
+
+        Return it from a cell (or `display` it) to watch the run where you are, e.g. after Run All
+        scrolled the first one away; JupyterLab's "Create New View for Cell Output" pins it aside.
+        """
+        view = widget_view(self._snapshot)
+        if view is None:
+            return self._snapshot
+        if self.done:
+            view.close(self._snapshot)
+        else:
+            self._views.add(view)
+        return view
 
     @property
     def status(self) -> str:
@@ -128,14 +153,19 @@ class RunHandle(RichDisplay):
 
     async def result(self) -> RunResult:
         """Wait for the end of the run and return its RunResult."""
-        return await asyncio.wrap_future(self._future)
+        try:
+            return await asyncio.wrap_future(self._future)
+        finally:
+            self._views.resend()
 
     def wait(self, timeout: float | None = None) -> RunResult:
         """Block until the run ends and return its RunResult; interrupting stops the run."""
         if in_background_thread():
             raise RuntimeError("wait() on the background loop would block the run itself; use `await handle.result()`")
         try:
-            return self._future.result(timeout)
+            result = self._future.result(timeout)
+            self._views.resend()
+            return result
         except KeyboardInterrupt:
             if self.trace_id is not None and not self.done:
                 self.stop("interrupted while waiting")
@@ -190,10 +220,7 @@ class RunHandle(RichDisplay):
             raise
         finally:
             self._snapshot = self._tracker.snapshot()
-            try:
-                self._view.close(self._snapshot)
-            except Exception as exc:  # a broken display must never hide the run's outcome
-                self.poll_errors.append(f"progress view: {exc}")
+            self._views.close(self._snapshot)
 
     async def _poll(self, *, final: bool) -> None:
         root = self._tracker.root_trace_id
@@ -201,25 +228,36 @@ class RunHandle(RichDisplay):
             return
         try:
             ids = list(self.runner.running())
-            if final:
+            if final:  # validators announce no events: every trace of the tree, read once more
                 ids += [r.trace_id for r in await read_records(self.store, [root], messages=False, events=False)]
-            await self._tracker.poll(self.store, ids)
+            await self._tracker.poll(self.store, ids, everything=final)
         except (CyberAgentError, OSError) as exc:
-            self.poll_errors.append(str(exc))
+            self._poll_errors.append(str(exc))
         self._show()
 
     def _show(self) -> None:
         self._snapshot = self._tracker.snapshot()
-        try:
-            self._view.update(self._snapshot)
-        except Exception as exc:  # a broken display must never break the run
-            self.poll_errors.append(f"progress view: {exc}")
+        self._views.update(self._snapshot)
 
     # ---- display ------------------------------------------------------------------------
-    def _answer(self) -> str | None:
+    def _result(self) -> RunResult | None:
         if not self._future.done() or self._future.cancelled() or self._future.exception() is not None:
             return None
-        return self._future.result().answer
+        return self._future.result()
+
+    def _outcome(self) -> list[tuple[str, str]]:
+        """(label, text) lines of the end of the run: the answer, or why it did not complete and the refusal behind it."""
+        result = self._result()
+        if result is None:
+            if self.done and not self._future.cancelled() and self._future.exception() is not None:
+                return [("error", str(self._future.exception()))]
+            return []
+        if result.status == "completed":
+            return [("answer", result.answer or "")]
+        lines = [("reason", result.reason or "")]
+        if result.refusal:
+            lines.append(("refusal", result.refusal))
+        return lines
 
     def __repr__(self) -> str:
         p = self._snapshot
@@ -227,21 +265,16 @@ class RunHandle(RichDisplay):
                 f"llm_calls={p.llm_calls}, tokens={p.tokens})")
 
     def to_text(self) -> str:
-        """Trace id, progress line and (when done) the answer."""
+        """Trace id, progress line and (when done) the answer, or the stop reason and the refusal behind it."""
         lines = [f"RunHandle {self.trace_id or '(starting)'} on {type(self.store).__name__}", "  " + self._snapshot.to_text()]
-        answer = self._answer()
-        if answer is not None:
-            lines.append("  answer: " + answer.replace("\n", "\n          "))
-        elif self.done and self._future.exception() is not None:
-            lines.append(f"  error: {self._future.exception()}")
+        for label, text in self._outcome():
+            pad = " " * (len(label) + 4)
+            lines.append(f"  {label}: " + text.replace("\n", "\n" + pad))
         return "\n".join(lines)
 
     def to_html(self) -> str:
-        """The progress table, plus the answer when done."""
-        rows = [["trace", self.trace_id or "(starting)"], ["store", type(self.store).__name__]]
-        answer = self._answer()
-        if answer is not None:
-            rows.append(["answer", answer])
+        """The progress table, plus the answer, or the stop reason and the refusal, when done."""
+        rows = [["trace", self.trace_id or "(starting)"], ["store", type(self.store).__name__], *self._outcome()]
         return self._snapshot.to_html() + html_table(rows)
 
 
@@ -256,19 +289,24 @@ async def launch(
     progress: bool | None = None,
     llm_call: LLMCall | None = None,
     tool_registry: ToolRegistry | None = None,
-    poll_interval: float = 0.5,
+    poll_interval: float = 0.25,
+    provider: ProviderSettings | Mapping[str, Any] | None = None,
     **run_config_fields: Any,
 ) -> RunHandle:
     """Start a run on the background loop and return its handle once its root trace exists.
 
     `store`: a TraceStore, a store URL (`file:.trace`, `sqlite:///runs.db`, `memory:`), a plain
-    path, or None (`CYBER_AGENT_STORE` if set, else an in-memory store). `progress`: None/True shows live progress (a widget in a kernel, text lines
-    elsewhere), False shows nothing. Other keyword arguments are RunConfig fields.
+    path, or None (`CYBER_AGENT_STORE` if set, else an in-memory store). `progress`: None/True
+    shows live progress (a widget in a kernel, text lines elsewhere), False shows nothing.
+    `provider`: `ProviderSettings` or a dict of its fields (timeout, retries, stream, max_tokens,
+    ...); unset fields come from `CYBER_AGENT_*`. Other keyword arguments are RunConfig fields
+    (e.g. `tool_dialect="xml"`).
     """
+    if provider is not None:
+        run_config_fields["provider"] = provider if isinstance(provider, ProviderSettings) else dict(provider)
     config = run_config(mode=mode, model=model, workspace=workspace, max_iterations=max_iterations, **run_config_fields)
     messages = [{"role": "user", "content": task}] if isinstance(task, str) else [dict(m) for m in task]
     runner = AgentRunner(trace_store=_store(store), llm_call=llm_call, tool_registry=tool_registry)
-    # The view is created here, in the caller's context, so a widget is displayed in the caller's cell.
-    handle = RunHandle(runner=runner, config=config, messages=messages, view=make_view(progress), poll_interval=poll_interval)
+    handle = RunHandle(runner=runner, config=config, messages=messages, progress=progress, poll_interval=poll_interval)
     await asyncio.wrap_future(handle._started)
     return handle

@@ -17,6 +17,7 @@ from the trace's run-config snapshot (T7); the request cannot override it.
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from fastapi import APIRouter
 from pydantic import BaseModel
@@ -75,6 +76,16 @@ async def running_traces(state: State) -> RunningTraces:
     return RunningTraces(trace_ids=ids, traces=traces)
 
 
+def _provider_fields(body: CreateTraceRequest) -> dict[str, Any]:
+    # Only what the client sent: unset fields stay unset so the server's environment fills them.
+    fields: dict[str, Any] = {}
+    if body.tool_dialect is not None:
+        fields["tool_dialect"] = body.tool_dialect
+    if body.provider is not None:
+        fields["provider"] = body.provider
+    return fields
+
+
 @router.post("/api/traces", status_code=202, response_model=RunStarted, responses=error_responses(409, 422))
 async def create_trace(state: State, body: CreateTraceRequest) -> RunStarted:
     """Create a root trace and run it in the background; answer with its id at once."""
@@ -84,7 +95,7 @@ async def create_trace(state: State, body: CreateTraceRequest) -> RunStarted:
         name=body.name, uid=body.uid, project_name=body.project_name, agent_mode=body.agent_mode,
         root_task_anchor=body.root_task_anchor.model_dump() if body.root_task_anchor is not None else None,
         child_execution_mode=body.child_execution_mode, max_parallel_children=body.max_parallel_children,
-        new_trace_id=trace_id,
+        new_trace_id=trace_id, **_provider_fields(body),
     )
     messages = [m.model_dump() for m in body.messages]
     trace = await state.runs.launch(trace_id, lambda: state.runner.run(messages, config))

@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from cyber_agent.llm.settings import ProviderSettings
 from cyber_agent.trace.models import Trace, TraceStatus
 
 __all__ = [
@@ -76,10 +77,23 @@ class CreateTraceRequest(BaseModel):
     """Recursive: how one batch of children runs."""
     max_parallel_children: int = Field(2, ge=1, le=2)
     """Recursive: concurrency of a parallel batch."""
+    tool_dialect: Literal["auto", "native", "xml", "pformat"] | None = None
+    """How tool calls travel; null: the server's CYBER_AGENT_DIALECT, else auto."""
+    provider: ProviderSettings | None = None
+    """Timeouts, retries, stream, max_tokens, extra headers, prices; fields left out come from the server's
+    CYBER_AGENT_* variables. `price_file` is refused: send `prices` (the server reads no path a client names)."""
     root_completion_criteria: Any = Field(
         None, deprecated=True,
         description="Removed. Sending it (even null) is refused with 422; use root_task_anchor.completion_criteria.",
     )
+
+    @field_validator("provider")
+    @classmethod
+    def _no_price_file(cls, value: ProviderSettings | None) -> ProviderSettings | None:
+        if value is not None and "price_file" in value.model_fields_set:
+            raise ValueError("provider.price_file is not accepted over HTTP; send provider.prices, "
+                             "or set CYBER_AGENT_PRICES where the server runs")
+        return value
 
     @field_validator("root_completion_criteria")
     @classmethod

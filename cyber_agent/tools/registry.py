@@ -28,7 +28,7 @@ from typing import Any, TypeVar, overload
 import pydantic_core
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from cyber_agent.errors import ConfigurationError, GoalError, ToolArgumentError, ToolError, UnknownToolError
+from cyber_agent.errors import ConfigurationError, GoalError, ToolArgumentError, ToolError, ToolRefusedError, UnknownToolError
 from cyber_agent.tools.context import ToolContext
 
 __all__ = ["DEFAULT_TIME_LIMIT_SECONDS", "ToolRegistry", "ToolResult", "ToolSpec", "render_tool_output"]
@@ -253,6 +253,8 @@ class ToolRegistry:
                         duration_ms=_elapsed_ms(started), timed_out=True)
             if inspect.isawaitable(value):
                 value = await value
+        except ToolRefusedError as exc:
+            return ToolResult.error(str(exc), duration_ms=_elapsed_ms(started), refused=exc.limit)
         except (ToolError, GoalError) as exc:
             return ToolResult.error(str(exc), duration_ms=_elapsed_ms(started))
         except Exception as exc:  # noqa: BLE001 - a failing tool must never crash the run loop

@@ -34,6 +34,7 @@ __all__ = [
     "EventPayload",
     "GoalAddedPayload",
     "GoalUpdatedPayload",
+    "LLMRetryPayload",
     "MessageAddedPayload",
     "ProgressPayload",
     "RewindPayload",
@@ -238,6 +239,27 @@ class ToolApprovalDecidedPayload(EventPayload):
     """The batch with its decisions."""
 
 
+class LLMRetryPayload(EventPayload):
+    """`llm_retry`: one attempt of a model call failed and was retried (`cyber_agent/llm/types.py:RetryRecord`).
+
+    Appended by the runner after the call, one per retried attempt, before the assistant message
+    (whose `metadata` holds `http_retries` and `retry_wait_s`) or the failure that ended the run.
+    """
+
+    attempt: int
+    """The attempt that failed, from 1."""
+    status: int | None
+    """Its HTTP status; None for a network failure."""
+    error: str
+    """`HTTP 429`, or the transport exception's type (`ReadTimeout`, ...)."""
+    wait_s: float
+    """Seconds waited before the next attempt."""
+    retry_after: bool
+    """True when the wait is the server's Retry-After hint."""
+    model: str
+    """The model the call asked for."""
+
+
 PAYLOAD_MODELS: dict[EventType, type[EventPayload]] = {
     "goal_added": GoalAddedPayload,
     "goal_updated": GoalUpdatedPayload,
@@ -251,6 +273,7 @@ PAYLOAD_MODELS: dict[EventType, type[EventPayload]] = {
     "progress": ProgressPayload,
     "tool_approval_requested": ToolApprovalRequestedPayload,
     "tool_approval_decided": ToolApprovalDecidedPayload,
+    "llm_retry": LLMRetryPayload,
 }
 """The payload model of each event type (every `EventType` has one)."""
 

@@ -45,6 +45,7 @@ EventType = Literal[
     "progress",
     "tool_approval_requested",
     "tool_approval_decided",
+    "llm_retry",
 ]
 EVENT_TYPES: frozenset[str] = frozenset(EventType.__args__)  # type: ignore[attr-defined]
 

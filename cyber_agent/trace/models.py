@@ -22,6 +22,7 @@ from cyber_agent.trace.state import (
     SideBranchRecord,
     migrate_context,
 )
+from cyber_agent.trace.sweep_records import SweepCellRecord
 from cyber_agent.trace.trace_id import (
     message_id_for,
     new_root_trace_id,
@@ -29,18 +30,41 @@ from cyber_agent.trace.trace_id import (
 )
 
 __all__ = [
+    "REFUSAL_FLAGS",
     "Message",
     "MessageContent",
     "MessageRole",
     "Trace",
     "TraceMode",
     "TraceStatus",
+    "is_refusal",
+    "refusal_kind",
     "utc_now",
 ]
 
 TraceMode = Literal["call", "agent"]
 TraceStatus = Literal["running", "completed", "failed", "stopped", "waiting_confirmation"]
 MessageRole = Literal["system", "user", "assistant", "tool"]
+
+REFUSAL_FLAGS: tuple[str, ...] = ("refused", "rejected")
+"""Tool-message metadata keys that mark a refusal: `refused` (a limit refused the call; the value
+names it, see `ToolRefusedError`) and `rejected` (the call was not run: a cap, a budget overrun)."""
+
+
+def refusal_kind(metadata: dict[str, Any] | None) -> str | None:
+    """What refused a tool call: the limit `refused` names, `rejected` for a call not run, else None."""
+    if not metadata:
+        return None
+    refused = metadata.get("refused")
+    if refused:
+        return refused if isinstance(refused, str) else "refused"
+    return "rejected" if metadata.get("rejected") else None
+
+
+def is_refusal(metadata: dict[str, Any] | None) -> bool:
+    """True when a tool message's metadata marks a refusal (one definition for the runner and the notebook)."""
+    return refusal_kind(metadata) is not None
+
 
 _DESCRIPTION_LIMIT = 200
 
@@ -108,6 +132,8 @@ class Trace(BaseModel):
     """True once a model call of this trace used tokens that no price covers (its cost is not known)."""
     unpriced_models: list[str] = Field(default_factory=list)
     """The models whose usage was unpriced (give them a price with `CYBER_AGENT_PRICES`)."""
+    sweep_cell: SweepCellRecord | None = None
+    """Roots run by a sweep: which cell and attempt this is, its state, score and numbers."""
     created_at: datetime = Field(default_factory=utc_now)
     """Creation time (UTC)."""
     updated_at: datetime = Field(default_factory=utc_now)
@@ -246,7 +272,11 @@ class Message(BaseModel):
                 out["tool_calls"] = [call.to_openai() for call in self.tool_calls]
             return out
         if self.role == "tool":
-            return {"role": "tool", "tool_call_id": self.tool_call_id or "", "content": self.text}
+            out = {"role": "tool", "tool_call_id": self.tool_call_id or "", "content": self.text}
+            if self.metadata.get("is_error"):
+                # Anthropic sends it on the wire (`tool_result.is_error`); the OpenAI client drops the key.
+                out["is_error"] = True
+            return out
         return {"role": self.role, "content": self.text}
 
 

@@ -1,7 +1,8 @@
 """The PostgreSQL store's schema: versioned migrations, applied under an advisory lock.
 
 `MIGRATIONS[i]` upgrades a schema from version i to i + 1 (the tables of `sql_store.py`, then the
-typed message columns of `sqlite_schema.MESSAGE_COLUMNS`, as the SQLite store has them). All
+typed message columns of `sqlite_schema.MESSAGE_COLUMNS`, computed by `message_values` as the
+SQLite store computes them). All
 missing steps run in ONE transaction that first takes `pg_advisory_xact_lock` on a key of the
 schema's name, so workers that start at once upgrade it exactly once: the others wait, then find
 it current. No migration may use `CREATE INDEX CONCURRENTLY` (it cannot run in a transaction). A
@@ -10,11 +11,13 @@ schema newer than this code (`SCHEMA_VERSION`) is refused, never guessed at.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from cyber_agent.errors import StoreError
 from cyber_agent.trace.models import utc_now
-from cyber_agent.trace.sqlite_schema import MESSAGE_COLUMNS
+from cyber_agent.trace.sqlite_schema import MESSAGE_COLUMNS, message_values
 
 if TYPE_CHECKING:
     import psycopg
@@ -60,14 +63,18 @@ CREATE TABLE side_records (
 _TYPES = {"TEXT": "TEXT", "INTEGER": "BIGINT", "REAL": "DOUBLE PRECISION"}
 
 
-def _v2() -> str:
-    """Version 2: typed message columns, filled from the JSON of messages already stored."""
-    adds = ", ".join(f"ADD COLUMN {name} {_TYPES[kind]}" for name, kind in MESSAGE_COLUMNS)
-    sets = ", ".join(f"{name} = (data::jsonb ->> '{name}')::{_TYPES[kind]}" for name, kind in MESSAGE_COLUMNS)
-    return f"ALTER TABLE messages {adds}; UPDATE messages SET {sets}"
+def _add_message_columns(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    """Version 2: the typed message columns, filled from the JSON of messages already stored."""
+    conn.execute("ALTER TABLE messages " + ", ".join(f"ADD COLUMN {name} {_TYPES[kind]}" for name, kind in MESSAGE_COLUMNS))
+    assignments = ", ".join(f"{name} = %s" for name, _ in MESSAGE_COLUMNS)
+    rows = conn.execute("SELECT trace_id, sequence, data FROM messages").fetchall()
+    with conn.cursor() as cursor:
+        cursor.executemany(f"UPDATE messages SET {assignments} WHERE trace_id = %s AND sequence = %s",
+                           [(*message_values(json.loads(str(data))), trace_id, sequence) for trace_id, sequence, data in rows])
 
 
-MIGRATIONS: tuple[str, ...] = (_V1, _v2())
+Migration = str | Callable[["psycopg.Connection[tuple[object, ...]]"], None]
+MIGRATIONS: tuple[Migration, ...] = (_V1, _add_message_columns)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 
@@ -86,8 +93,12 @@ def migrate(conn: psycopg.Connection[tuple[object, ...]], schema: str | None, wh
             raise StoreError(f"{where} has schema version {current}, newer than this cyber_agent understands "
                              f"({SCHEMA_VERSION}); upgrade cyber_agent to open it")
         for version in range(current, target):
-            for statement in filter(str.strip, MIGRATIONS[version].split(";")):
-                conn.execute(statement)
+            step = MIGRATIONS[version]
+            if isinstance(step, str):
+                for statement in filter(str.strip, step.split(";")):
+                    conn.execute(statement)
+            else:
+                step(conn)
             conn.execute("INSERT INTO schema_versions (version, applied_at) VALUES (%s, %s)",
                          (version + 1, utc_now().isoformat()))
     return current

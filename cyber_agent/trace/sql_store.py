@@ -309,10 +309,6 @@ class SQLTraceStore(BaseTraceStore):
             list(root_ids))
         return [r[0] for r in rows]
 
-    def message_frame_query(self) -> tuple[str, list[str]]:
-        """The SQL that reads the typed message columns (`sqlite_schema.MESSAGE_COLUMNS`) and their names."""
-        return self._columns.select_sql(), self._columns.names()
-
 
 def _event_json(event: JSONRecord) -> str:
     """An event in `encode_event`'s key order and spacing, so `_splice` finds its marker."""

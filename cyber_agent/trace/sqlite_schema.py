@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from cyber_agent.errors import StoreError
-from cyber_agent.trace.models import utc_now
+from cyber_agent.trace.models import refusal_kind, utc_now
 
-__all__ = ["MESSAGE_COLUMNS", "MIGRATIONS", "SCHEMA_VERSION", "MessageColumns", "message_columns", "migrate"]
+__all__ = ["MESSAGE_COLUMNS", "MIGRATIONS", "SCHEMA_VERSION", "MessageColumns", "message_columns", "message_values", "migrate"]
 
 _V1 = """
 CREATE TABLE traces (
@@ -55,20 +55,47 @@ CREATE TABLE side_records (
 """
 
 MESSAGE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("role", "TEXT"), ("goal_id", "TEXT"), ("tool_call_id", "TEXT"), ("tool_name", "TEXT"),
-    ("parent_sequence", "INTEGER"), ("branch", "TEXT"), ("prompt_tokens", "INTEGER"),
-    ("completion_tokens", "INTEGER"), ("cached_tokens", "INTEGER"), ("cost", "REAL"),
-    ("duration_ms", "REAL"), ("created_at", "TEXT"),
+    ("message_id", "TEXT"), ("role", "TEXT"), ("goal_id", "TEXT"), ("parent_sequence", "INTEGER"), ("branch", "TEXT"),
+    ("tool_call_id", "TEXT"), ("tool_name", "TEXT"), ("description", "TEXT"), ("prompt_tokens", "INTEGER"),
+    ("completion_tokens", "INTEGER"), ("cached_tokens", "INTEGER"), ("cost", "REAL"), ("duration_ms", "REAL"),
+    ("created_at", "TEXT"), ("text", "TEXT"), ("n_tool_calls", "INTEGER"), ("tool_call_names", "TEXT"),
+    ("is_error", "INTEGER"), ("refused", "TEXT"), ("model", "TEXT"), ("content_is_text", "INTEGER"),
+    ("tool_calls", "TEXT"),
 )
-"""Message fields kept as columns beside the JSON (version 2), so frames and aggregates read them with SQL."""
+"""Values of a message kept as columns beside its JSON (version 2), computed once when it is written
+(`message_values`), so frames and aggregates read them with plain SQL and no JSON parsing."""
+
+
+def message_values(message: dict[str, Any]) -> tuple[Any, ...]:
+    """The `MESSAGE_COLUMNS` values of one message (a parsed record), as the messages frame defines them."""
+    content = message.get("content")
+    calls = (content.get("tool_calls") or ()) if isinstance(content, dict) else ()
+    text = content.get("text") if isinstance(content, dict) else content
+    metadata = message.get("metadata") or {}
+    error = metadata.get("is_error") if isinstance(metadata, dict) else None
+    return (
+        message.get("message_id"), message.get("role"), message.get("goal_id"), message.get("parent_sequence"),
+        message.get("branch"), message.get("tool_call_id"), message.get("tool_name"), message.get("description"),
+        message.get("prompt_tokens", 0), message.get("completion_tokens", 0), message.get("cached_tokens", 0),
+        message.get("cost", 0.0), message.get("duration_ms"), message.get("created_at"),
+        text if text is None or isinstance(text, str) else json.dumps(text),
+        len(calls), ",".join([c.get("name", "") for c in calls if isinstance(c, dict)]) or None,
+        None if error is None else int(bool(error)), refusal_kind(metadata) if error else None,
+        metadata.get("model") if isinstance(metadata, dict) else None, int(isinstance(content, str)),
+        json.dumps([[c.get("id"), c.get("name"), c.get("arguments") or {}] for c in calls if isinstance(c, dict)],
+                   ensure_ascii=False, separators=(",", ":")) if calls else None,
+    )
 
 
 def _add_message_columns(conn: sqlite3.Connection) -> None:
-    """Version 2: typed message columns, filled from the JSON of messages already stored."""
+    """Version 2: the typed message columns, filled from the JSON of messages already stored."""
     for name, kind in MESSAGE_COLUMNS:
         conn.execute(f"ALTER TABLE messages ADD COLUMN {name} {kind}")
-    assignments = ", ".join(f"{name} = json_extract(data, '$.{name}')" for name, _ in MESSAGE_COLUMNS)
-    conn.execute(f"UPDATE messages SET {assignments}")
+    assignments = ", ".join(f"{name} = ?" for name, _ in MESSAGE_COLUMNS)
+    rows = conn.execute("SELECT trace_id, sequence, data FROM messages").fetchall()
+    for trace_id, sequence, data in rows:
+        conn.execute(f"UPDATE messages SET {assignments} WHERE trace_id = ? AND sequence = ?",
+                     (*message_values(json.loads(data)), trace_id, sequence))
 
 
 Migration = str | Callable[[sqlite3.Connection], None]
@@ -98,7 +125,7 @@ def migrate(conn: sqlite3.Connection, where: str, *, target: int = SCHEMA_VERSIO
 
 @dataclass(frozen=True)
 class MessageColumns:
-    """Extracts the typed columns of a message's JSON for an insert."""
+    """Computes the typed columns of a message's JSON for an insert."""
 
     columns: tuple[tuple[str, str], ...]
 
@@ -106,8 +133,7 @@ class MessageColumns:
         """The column list suffix (", role, ...") and the values of one message's JSON text."""
         if not self.columns:
             return "", ()
-        message = json.loads(data)
-        return self._suffix, tuple(message.get(name) for name, _ in self.columns)
+        return self._suffix, message_values(json.loads(data))
 
     @property
     def _suffix(self) -> str:
@@ -117,12 +143,7 @@ class MessageColumns:
         """The typed column names."""
         return [name for name, _ in self.columns]
 
-    def select_sql(self) -> str:
-        """SELECT of every typed column with the trace id and sequence, in (trace, sequence) order."""
-        return f"SELECT trace_id, sequence{self._suffix} FROM messages"
 
-
-def message_columns(names: Sequence[str] | None = None) -> MessageColumns:
-    """The typed message columns of the current schema (or those named)."""
-    chosen = MESSAGE_COLUMNS if names is None else tuple(c for c in MESSAGE_COLUMNS if c[0] in names)
-    return MessageColumns(chosen)
+def message_columns() -> MessageColumns:
+    """The typed message columns of the current schema."""
+    return MessageColumns(MESSAGE_COLUMNS)

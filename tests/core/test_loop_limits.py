@@ -144,7 +144,7 @@ UNPRICED = Usage(prompt_tokens=1000, completion_tokens=500)
 
 
 def unpriced_poke() -> LLMResponse:
-    return LLMResponse(content="", model="gpt-5", usage=UNPRICED,
+    return LLMResponse(content="", model="house-model-5", usage=UNPRICED,
                        tool_calls=[ToolCall(id="c0", name="poke", arguments={"n": 0})])
 
 
@@ -153,25 +153,25 @@ async def test_unpriced_usage_is_flagged_and_fails_the_usd_hook_closed():
     with ScriptedModel([unpriced_poke()]) as model:
         runner = AgentRunner(trace_store=InMemoryTraceStore(), llm_call=model, tool_registry=poke_registry(log),
                              stop_hooks=[UsdBudgetHook(1.0)])
-        result = await runner.run_result(WORK, RunConfig(model="gpt-5"))
+        result = await runner.run_result(WORK, RunConfig(model="house-model-5"))
     assistant = next(m for m in result.messages if m.role == "assistant")
     assert assistant.metadata["cost_unpriced"] is True and assistant.cost == 0.0
-    assert result.trace.cost_unpriced is True and result.trace.unpriced_models == ["gpt-5"]
+    assert result.trace.cost_unpriced is True and result.trace.unpriced_models == ["house-model-5"]
     assert "cost_unpriced" not in result.trace.context  # runner state never lands in the user's context
     assert result.status == "stopped" and log == []
-    assert "gpt-5" in result.trace.error_message and PRICES_ENV in result.trace.error_message
+    assert "house-model-5" in result.trace.error_message and PRICES_ENV in result.trace.error_message
     answers_every_call(result.messages)
 
 
 async def test_a_user_price_file_prices_the_model(tmp_path, monkeypatch):
     prices = tmp_path / "prices.json"
-    prices.write_text(json.dumps({"gpt-5": {"input": 1.25, "cached_input": 0.125, "output": 10.0}}))
+    prices.write_text(json.dumps({"house-model-5": {"input": 1.25, "cached_input": 0.125, "output": 10.0}}))
     monkeypatch.setenv(PRICES_ENV, str(prices))
     log: list[str] = []
     with ScriptedModel([unpriced_poke(), "done"]) as model:
         runner = AgentRunner(trace_store=InMemoryTraceStore(), llm_call=model, tool_registry=poke_registry(log),
                              stop_hooks=[UsdBudgetHook(1.0)])
-        result = await runner.run_result(WORK, RunConfig(model="gpt-5"))
+        result = await runner.run_result(WORK, RunConfig(model="house-model-5"))
     assistant = next(m for m in result.messages if m.role == "assistant")
     assert "cost_unpriced" not in assistant.metadata and not result.trace.cost_unpriced
     assert abs(assistant.cost - (1000 * 1.25 + 500 * 10.0) / 1e6) < 1e-12
@@ -180,7 +180,7 @@ async def test_a_user_price_file_prices_the_model(tmp_path, monkeypatch):
 
 async def test_unpriced_usage_fails_the_tree_budget_closed():
     reply = calls(("goal", {"add": "never added"}))
-    reply = reply.model_copy(update={"usage": UNPRICED, "model": "gemini-2.5-pro"})
+    reply = reply.model_copy(update={"usage": UNPRICED, "model": "house-model-pro"})
     model = TreeModel({ROOT: [reply]})
     runner, store = make_runner(model.llm)
     result = await runner.run_result(TASK, recursive_config())

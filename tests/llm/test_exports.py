@@ -20,8 +20,13 @@ NOT_REEXPORTED = {
     "openai_compat": {"estimated_usage", "parse_chat_completion", "parse_openai_usage"},
     "replay": {"FORMAT_VERSION", "canonical_request"},
     "pricing": {"with_cost"},
+    "provider_errors": {"Origin", "exhausted_text", "status_hint", "transport_text"},
+    "call_site": {"at_site", "current_position", "current_site", "id_mapping", "normalise_ids", "rename_ids", "tree_position"},
+    "settings": {"DEFAULT_CONNECT_TIMEOUT", "DEFAULT_READ_TIMEOUT", "DEFAULT_RETRIES", "DIALECT_ENV", "ENV_VARS"},
     "pytest_plugin": {"ScriptedModelFactory", "scripted_model"},
-    "demo_recursive": {"FIRST_READ_LINES", "recursive_step"},
+    "demo_recursive": {"FIRST_READ_LINES", "RECURSIVE_HELP", "recursive_step"},
+    "demo_checks": {"GRADING_HEADER", "NUMBER", "arithmetic_value", "grade_reply", "grading_request", "numbers_in"},
+    "fallible": {"TaskType", "parse_fallible_spec", "task_type"},
 }
 
 

@@ -55,7 +55,7 @@ def test_unpriced_usage_is_recognised_and_a_provider_charge_or_explicit_zero_is_
     from cyber_agent.llm.types import LLMResponse, Usage
 
     used = Usage(prompt_tokens=10, completion_tokens=5)
-    for model in ("gpt-5", "o1", "gemini-2.5-pro"):
+    for model in ("house-model-7b", "o9", "gemini-0-ultra"):
         assert is_unpriced(with_cost(LLMResponse(content="x", usage=used), model), model)
     assert not is_unpriced(with_cost(LLMResponse(content="x", usage=used), "gpt-4o"), "gpt-4o")
     charged = Usage(prompt_tokens=10, completion_tokens=5, cost_usd=0.0)
@@ -93,3 +93,101 @@ def test_a_bad_price_file_is_a_configuration_error_naming_the_variable(tmp_path,
     monkeypatch.setenv(PRICES_ENV, str(tmp_path / "missing.json"))
     with pytest.raises(ConfigurationError, match="cannot read"):
         lookup_price("gpt-5")
+
+
+# -- the built-in table's coverage and user tables in TOML ([providers]) ---------------------------------
+
+
+@pytest.mark.parametrize(("model", "key"), [
+    ("gpt-5-2025-08-07", "gpt-5"), ("gpt-5-mini", "gpt-5-mini"), ("gpt-5.1", "gpt-5.1"), ("o3-pro", "o3-pro"),
+    ("claude-sonnet-4-5-20250929", "claude-sonnet-4-5"), ("claude-opus-4-5", "claude-opus-4-5"),
+    ("gemini-2.5-flash", "gemini-2.5-flash"), ("models/gemini-2.5-flash-lite", "gemini-2.5-flash-lite"),
+    ("gemini-3-pro-preview", "gemini-3-pro"), ("deepseek-reasoner", "deepseek-reasoner"),
+    ("qwen-plus-latest", "qwen-plus"), ("qwen3-max-preview", "qwen3-max"), ("qwen3-coder-plus", "qwen3-coder-plus"),
+])
+def test_current_models_of_each_vendor_are_priced(model, key):
+    assert lookup_price(model, PRICE_TABLE) == PRICE_TABLE[key]
+
+
+def test_local_open_weight_names_stay_unpriced():
+    for model in ("qwen2.5:7b", "llama3.1:8b", "deepseek-r1:14b"):
+        assert lookup_price(model, PRICE_TABLE) is None  # run locally: the user prices them (0 is fine)
+
+
+def test_every_price_is_a_finite_non_negative_lower_bound_with_cached_at_most_input():
+    for key, price in PRICE_TABLE.items():
+        assert 0 <= price.cached_input <= price.input and price.output >= 0, key
+
+
+def test_a_toml_price_file_adds_prices(tmp_path, monkeypatch):
+    from cyber_agent.llm.pricing import PRICES_ENV
+
+    path = tmp_path / "prices.toml"
+    path.write_text('''
+["qwen2.5"]          # a local model: free
+input = 0
+output = 0
+
+["gpt-4.1-mini"]     # a negotiated price
+input = 0.3
+cached_input = 0.05
+output = 1.2
+''')
+    monkeypatch.setenv(PRICES_ENV, str(path))
+    assert lookup_price("qwen2.5:7b") == ModelPrice(input=0.0, cached_input=0.0, output=0.0)
+    assert lookup_price("gpt-4.1-mini-2025-04-14") == ModelPrice(input=0.3, cached_input=0.05, output=1.2)
+
+
+def test_a_bad_toml_price_file_names_the_variable_and_the_line(tmp_path, monkeypatch):
+    from cyber_agent.errors import ConfigurationError
+    from cyber_agent.llm.pricing import PRICES_ENV
+
+    path = tmp_path / "prices.toml"
+    path.write_text('["m"]\ninput = cheap\n')
+    monkeypatch.setenv(PRICES_ENV, str(path))
+    with pytest.raises(ConfigurationError, match=r"CYBER_AGENT_PRICES: cannot read the price file .*line 2"):
+        lookup_price("m")
+
+
+async def test_a_settings_price_file_and_inline_prices_price_a_run_without_the_variable(tmp_path, monkeypatch):
+    import httpx
+
+    from cyber_agent.core.config import RunConfig
+    from cyber_agent.core.runner import AgentRunner
+    from cyber_agent.llm import ProviderSettings, resolve_llm
+    from cyber_agent.llm.pricing import PRICES_ENV
+    from cyber_agent.trace import InMemoryTraceStore
+
+    monkeypatch.delenv(PRICES_ENV, raising=False)
+    path = tmp_path / "prices.toml"
+    path.write_text('["house-model"]\ninput = 2.0\noutput = 4.0\n')
+    answer = {"choices": [{"index": 0, "message": {"content": "ok"}, "finish_reason": "stop"}],
+              "usage": {"prompt_tokens": 1_000_000, "completion_tokens": 1_000_000}}
+    transport = httpx.MockTransport(lambda request: httpx.Response(200, json=answer))
+    for settings, expected in ((ProviderSettings(price_file=str(path)), 6.0),
+                               (ProviderSettings(price_file=str(path), prices={"house-model": {"input": 1, "output": 1}}), 2.0)):
+        resolved = resolve_llm("openai:house-model-v2", settings=settings, base_url="http://127.0.0.1:9/v1",
+                               transport=transport, env={})
+        runner = AgentRunner(trace_store=InMemoryTraceStore(), llm_call=resolved.llm_call)
+        result = await runner.run_result([{"role": "user", "content": "hi"}],
+                                         RunConfig(model="house-model-v2", provider=settings))
+        assistant = next(m for m in result.messages if m.role == "assistant")
+        assert assistant.cost == pytest.approx(expected) and "cost_unpriced" not in assistant.metadata
+        assert not result.trace.cost_unpriced
+
+
+async def test_a_free_model_priced_by_settings_is_not_flagged_unpriced(monkeypatch):
+    from cyber_agent.core.config import RunConfig
+    from cyber_agent.core.runner import AgentRunner
+    from cyber_agent.llm import ProviderSettings, ScriptedModel
+    from cyber_agent.llm.pricing import PRICES_ENV
+    from cyber_agent.trace import InMemoryTraceStore
+
+    monkeypatch.delenv(PRICES_ENV, raising=False)
+    free = ProviderSettings(prices={"qwen2.5": {"input": 0, "output": 0}})
+    for settings, flagged in ((free, False), (ProviderSettings(), True)):
+        reply = ScriptedModel.text("ok").model_copy(update={"usage": Usage(prompt_tokens=10, completion_tokens=5),
+                                                            "model": "qwen2.5:7b"})
+        runner = AgentRunner(trace_store=InMemoryTraceStore(), llm_call=ScriptedModel([reply]))
+        result = await runner.run_result([{"role": "user", "content": "hi"}], RunConfig(model="qwen2.5:7b", provider=settings))
+        assert result.trace.cost_unpriced is flagged

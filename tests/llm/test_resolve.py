@@ -26,7 +26,7 @@ def test_unknown_prefix_lists_the_valid_ones():
         resolve_llm("gemini:pro")
     message = str(info.value)
     assert info.value.setting == "model" and "'gemini'" in message
-    for form in ("'openai:MODEL'", "'anthropic:MODEL'", "'replay:PATH'", "'demo'"):
+    for form in ("'openai:MODEL'", "'anthropic:MODEL'", "'replay:PATH'", "'demo[:latency=SECONDS]'"):
         assert form in message
 
 

@@ -15,7 +15,7 @@ from cyber_agent.notebook import (
     usage_by_agent,
     usage_over_time,
 )
-from cyber_agent.notebook.budgets import RESOURCES
+from cyber_agent.notebook.budgets import QUOTAS, RESOURCES
 
 COLUMNS = {"used": "float64", "limit": "float64", "remaining": "float64", "percent": "float64", "unit": "string",
            "refusal": "string"}
@@ -23,7 +23,7 @@ COLUMNS = {"used": "float64", "limit": "float64", "remaining": "float64", "perce
 
 def test_legacy_budget_frame_is_usage_without_limits(demo_store, demo_root):
     frame = budget_frame(demo_store, demo_root)
-    assert list(frame.index) == list(RESOURCES)
+    assert list(frame.index) == [*RESOURCES, *QUOTAS]
     assert {c: str(t) for c, t in frame.dtypes.items()} == COLUMNS
     assert frame["limit"].isna().all() and frame["percent"].isna().all() and frame["refusal"].isna().all()
     frames = to_frames(demo_store, demo_root)

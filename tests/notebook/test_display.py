@@ -35,7 +35,7 @@ def test_run_handle_and_progress_display(capsys):
     handle = run_sync(launch(DEMO_TASK, workspace=REPO, progress=False))
     handle.wait(timeout=120)
     check(handle)
-    check(handle.progress)
+    check(handle.snapshot)
     assert repr(handle).startswith(f"RunHandle(trace_id='{handle.trace_id}', status='completed'")
     assert "answer: Revenue per region" in handle.to_text()
     handle.show()  # outside a notebook: prints the text rendering

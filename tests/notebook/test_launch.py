@@ -26,7 +26,7 @@ def test_launch_from_sync_code_runs_the_demo_and_counts_the_whole_tree(tmp_path)
     assert result.status == "completed"
     assert "Top region: North with revenue 951.75" in result.answer
     frames = to_frames(tmp_path / "store", handle.trace_id)
-    progress = handle.progress
+    progress = handle.snapshot
     assert progress.status == "completed"
     assert progress.agents == len(frames.traces) == 5
     assert progress.depth == 1
@@ -76,7 +76,7 @@ def test_stop_ends_a_running_run_with_its_reason():
     handle = run_sync(launch("tick forever", llm_call=model, tool_registry=registry, max_iterations=10_000,
                              progress=False, poll_interval=0.05))
     deadline = time.monotonic() + 30
-    while handle.progress.llm_calls < 2 and time.monotonic() < deadline:
+    while handle.snapshot.llm_calls < 2 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert not handle.done
     flagged = handle.stop("enough ticks")
@@ -104,3 +104,31 @@ def test_mode_goes_to_run_config_when_the_field_exists():
 def test_errors_before_the_trace_exists_are_raised_by_launch():
     with pytest.raises(ConfigurationError):
         run_sync(launch(DEMO_TASK, model="nosuchprovider:model-x", progress=False))
+
+
+def test_launch_takes_provider_settings_and_records_them(tmp_path):
+    handle = run_sync(launch(DEMO_TASK, store=tmp_path / "store", workspace=REPO, progress=False,
+                             provider={"timeout": 5, "retries": 1}, tool_dialect="native"))
+    result = handle.wait(timeout=120)
+    assert handle.config.provider.timeout == 5
+    snapshot = result.trace.run_config
+    assert snapshot is not None
+    assert (snapshot.config["provider"]["timeout"], snapshot.config["provider"]["retries"]) == (5.0, 1)
+    assert snapshot.config["tool_dialect"] == "native"
+    with pytest.raises(Exception, match="retries"):
+        run_sync(launch(DEMO_TASK, progress=False, provider={"retries": -1}))
+
+
+@pytest.mark.parametrize("anchor, problem", [
+    (None, "recursive mode needs one"),
+    ("report the revenue", "must be a dict, got str"),
+    ({"objective": "x"}, "completion_criteria: Field required"),
+    ({"objective": "x", "completion_criteria": []}, "completion_criteria: List should have at least 1 item"),
+])
+def test_a_bad_anchor_is_refused_by_launch_before_anything_starts(anchor, problem, capsys):
+    store = InMemoryTraceStore()
+    with pytest.raises(ConfigurationError) as error:
+        run_sync(launch(DEMO_TASK, mode="recursive", store=store, root_task_anchor=anchor))
+    assert error.value.setting == "root_task_anchor"
+    assert problem in str(error.value) and "'completion_criteria': ['a checkable statement', ...]" in str(error.value)
+    assert run_sync(store.list_traces(limit=None)) == [] and capsys.readouterr().out == ""

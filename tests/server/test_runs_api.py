@@ -39,6 +39,18 @@ def test_create_answers_with_the_id_at_once_and_runs_in_the_background(server: S
     assert trace["run_config"]["hash"]
 
 
+def test_create_takes_provider_settings_and_the_snapshot_records_them(server: ServerProcess, client: httpx.Client):
+    body = {"messages": [{"role": "user", "content": DEMO_TASK}], "tool_dialect": "native",
+            "provider": {"timeout": 5, "retries": 1, "stream": False, "prices": {"demo": {"input": 1, "output": 2}}}}
+    response = client.post("/api/traces", json=body)
+    assert response.status_code == 202, response.text
+    trace = wait_idle(client, response.json()["trace_id"])
+    config = trace["run_config"]["config"]
+    assert (config["provider"]["timeout"], config["provider"]["retries"], config["provider"]["stream"]) == (5.0, 1, False)
+    assert config["provider"]["prices"] == {"demo": {"input": 1.0, "output": 2.0, "cached_input": None}}
+    assert config["tool_dialect"] == "native"
+
+
 @pytest.mark.parametrize(("body", "field"), [
     ({"root_completion_criteria": ["x"]}, "root_completion_criteria"),
     ({"root_completion_criteria": None}, "root_completion_criteria"),
@@ -53,6 +65,9 @@ def test_create_answers_with_the_id_at_once_and_runs_in_the_background(server: S
     ({"messages": [{"role": "system", "content": "only a system prompt"}]}, "messages"),
     ({"messages": []}, "messages"),
     ({"messages": [{"role": "tool", "content": "x"}]}, "role"),
+    ({"provider": {"timeout": 0}}, "timeout"),
+    ({"provider": {"price_file": "/etc/passwd"}}, "price_file"),
+    ({"tool_dialect": "json"}, "tool_dialect"),
 ])
 def test_invalid_create_bodies_are_422_naming_the_field(client: httpx.Client, body: dict, field: str):
     response = client.post("/api/traces", json={"messages": [{"role": "user", "content": "echo"}], **body})

@@ -65,6 +65,7 @@ VALID: dict[str, dict[str, Any]] = {
     "progress": {"stage": "reflection_extracted", "reflection_id": "r1", "extraction_ids": []},
     "tool_approval_requested": {"batch": _batch("pending")},
     "tool_approval_decided": {"batch": _batch("decided")},
+    "llm_retry": {"attempt": 1, "status": 429, "error": "HTTP 429", "wait_s": 2.0, "retry_after": True, "model": "m"},
 }
 
 # A malformed payload per type and the field its error must name.
@@ -81,6 +82,7 @@ MALFORMED: dict[str, tuple[dict[str, Any], str]] = {
     "progress": ({"stage": ["not", "a", "name"]}, "stage"),
     "tool_approval_requested": ({"batch": {"batch_id": "b1"}}, "batch.trace_id"),
     "tool_approval_decided": ({"batches": [VALID["tool_approval_decided"]["batch"]]}, "batches"),
+    "llm_retry": ({**VALID["llm_retry"], "wait_s": "soon"}, "wait_s"),
 }
 
 

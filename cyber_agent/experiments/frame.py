@@ -1,0 +1,93 @@
+"""A sweep as pandas: one row per cell (`sweep_frame`), and per-group means with spread across repeats (`summarize`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from cyber_agent.experiments.grid import Sweep
+from cyber_agent.experiments.ledger import CellStatus, read_ledger
+from cyber_agent.trace.protocols import TraceReader
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["FRAME_COLUMNS", "frame_of", "summarize", "sweep_frame", "sweep_roots"]
+
+FRAME_COLUMNS = (
+    "key", "task", "task_type", "model", "mode", "config", "repeat", "seed", "status", "score", "passed", "answer",
+    "tokens", "cost", "llm_calls", "agents", "duration_s", "errors", "trace_id", "scorer", "explanation",
+)
+"""Columns of `sweep_frame`, in order (docs/experiments.md describes each)."""
+
+
+def frame_of(sweep: Sweep, statuses: Sequence[CellStatus]) -> pd.DataFrame:
+    """The frame of cells whose status is already read (a `SweepReport` uses it)."""
+    import pandas as pd
+
+    rows = []
+    for status in statuses:
+        cell, record = status.cell, status.record if status.done else None
+        if status.done:
+            state = record.run_status if record is not None and record.run_status else "completed"
+        else:
+            state = "error" if status.exhausted(sweep.max_retries) else "pending"
+        shown = record or (status.record if state == "error" else None)
+        rows.append({
+            "key": cell.key, "task": cell.task.id, "task_type": cell.task.type, "model": cell.model.name, "mode": cell.mode,
+            "config": cell.config, "repeat": cell.repeat, "seed": cell.seed, "status": state,
+            "score": record.score if record else None, "passed": record.passed if record else None,
+            "answer": record.answer if record else None,
+            "tokens": record.tokens if record else 0, "cost": record.cost if record else 0.0,
+            "llm_calls": record.llm_calls if record else 0, "agents": record.agents if record else 0,
+            "duration_s": record.duration_s if record else None, "errors": status.errors,
+            "trace_id": cell.trace_id(shown.attempt) if shown is not None else None,
+            "scorer": record.scorer if record else None,
+            "explanation": (record.explanation if record else (shown.error if shown else "")) or "",
+        })
+    frame = pd.DataFrame(rows, columns=list(FRAME_COLUMNS))
+    for column in ("score",):
+        frame[column] = frame[column].astype("float64")
+    return frame
+
+
+async def sweep_frame(store: TraceReader, sweep: Sweep) -> pd.DataFrame:
+    """One row per cell of `sweep` as the store holds it: finished, errored (`status="error"`) or `pending`.
+
+    Reading never changes the store. `duration_s` and `trace_id` belong to the attempt that
+    ran; every other column of a finished cell is a function of the cell and its seed when the
+    model is deterministic.
+    """
+    return frame_of(sweep, await read_ledger(store, sweep))
+
+
+async def sweep_roots(store: TraceReader, sweep: Sweep) -> list[str]:
+    """Root trace ids of the sweep's finished cells, in grid order (give them to `to_frames`)."""
+    statuses = await read_ledger(store, sweep)
+    return [s.cell.trace_id(s.record.attempt) for s in statuses if s.done and s.record is not None]
+
+
+def summarize(frame: pd.DataFrame, by: Sequence[str] = ("mode", "model")) -> pd.DataFrame:
+    """Per group: mean score (accuracy) and mean cost per cell, each with its spread across repeats.
+
+    Each repeat's mean over the group's scored cells is one sample; `*_mean` is the mean of
+    those samples and `*_std` their standard deviation (0 with one repeat). `cells` counts the
+    scored cells, `unfinished` the pending and errored ones (they carry no score).
+    """
+    import pandas as pd
+
+    keys = list(by)
+    scored = frame[~frame["status"].isin(["pending", "error"])]
+    per_repeat = scored.groupby([*keys, "repeat"], dropna=False).agg(
+        score=("score", "mean"), cost=("cost", "mean"), tokens=("tokens", "mean"), llm_calls=("llm_calls", "mean"))
+    grouped = per_repeat.groupby(level=keys, dropna=False)
+    summary = pd.DataFrame({
+        "score_mean": grouped["score"].mean(), "score_std": grouped["score"].std(ddof=1).fillna(0.0),
+        "cost_mean": grouped["cost"].mean(), "cost_std": grouped["cost"].std(ddof=1).fillna(0.0),
+        "tokens_mean": grouped["tokens"].mean(), "llm_calls_mean": grouped["llm_calls"].mean(),
+        "repeats": grouped.size(),
+    })
+    summary["cells"] = scored.groupby(keys, dropna=False).size()
+    unfinished = frame[frame["status"].isin(["pending", "error"])].groupby(keys, dropna=False).size()
+    summary["unfinished"] = unfinished.reindex(summary.index, fill_value=0).astype(int)
+    return summary.reset_index()

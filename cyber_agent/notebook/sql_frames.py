@@ -1,0 +1,125 @@
+"""The messages, tool-calls and events frames of a SQLite store, read with SQL (issue 16).
+
+The records path (`frame_rows.py`) parses every message's JSON in Python. Here nothing parses
+a message: its frame values were computed once when it was written
+(`cyber_agent/trace/sqlite_schema.py:message_values`) and are read as plain columns, transposed
+at C speed. Python parses, per trace, one JSON array of its tool calls (kept beside each assistant message when it
+was written) and one of its event payloads (a `message_added` payload without its message). The frames are the
+records path's exactly (`tests/notebook/test_sql_frames.py` compares them).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from cyber_agent.notebook.frame_rows import (
+    _CALL_COLUMNS,
+    _EVENT_COLUMNS,
+    _MESSAGE_COLUMNS,
+    _SUB_TRACE_EVENTS,
+    Columns,
+    MessageTables,
+    _add_calls,
+    _main_path,
+)
+from cyber_agent.trace.records import TraceRecord
+from cyber_agent.trace.sqlite_store import SQLiteTraceStore
+
+__all__ = ["sql_event_rows", "sql_message_tables"]
+
+_MESSAGES = """
+SELECT message_id, sequence, role, goal_id, parent_sequence, branch, tool_call_id, tool_name, description,
+       prompt_tokens, completion_tokens, cached_tokens, prompt_tokens + completion_tokens, cost, duration_ms,
+       created_at, text, n_tool_calls, tool_call_names, is_error, refused, model, content_is_text
+FROM messages WHERE trace_id = ? ORDER BY sequence
+"""
+_CALLS = """
+SELECT json_group_array(json(tool_calls)) FROM (
+    SELECT tool_calls FROM messages WHERE trace_id = ? AND n_tool_calls > 0 ORDER BY sequence)
+"""
+_EVENTS = """
+SELECT event_id, type, data ->> '$.created_at', CASE WHEN shared = 1 THEN sequence ELSE data ->> '$.payload.message.sequence' END
+FROM events WHERE trace_id = ? ORDER BY event_id
+"""
+# One JSON array per trace: one json.loads of a long text costs far less than one per event.
+_PAYLOADS = """
+SELECT json_group_array(json(payload)) FROM (
+    SELECT CASE WHEN type = 'message_added' AND (shared = 1 OR json_type(data, '$.payload.message') = 'object')
+                THEN json_remove(data -> '$.payload', '$.message') ELSE data -> '$.payload' END AS payload
+    FROM events WHERE trace_id = ? ORDER BY event_id)
+"""
+
+
+def sql_message_tables(store: SQLiteTraceStore, records: Sequence[TraceRecord]) -> MessageTables:
+    """The messages and tool-calls columns of `records`' traces (read without their messages)."""
+    conn = store.connection()
+    columns: Columns = {name: [] for name in (*_MESSAGE_COLUMNS, "trace_id", "on_main_path")}
+    calls: Columns = {name: [] for name in _CALL_COLUMNS}
+    counts: list[tuple[int, int]] = []
+    refusals: list[str | None] = []
+    loads = json.loads
+    for record in records:
+        trace_id = record.trace_id
+        rows = conn.execute(_MESSAGES, (trace_id,)).fetchall()
+        if not rows:
+            counts.append((0, 0))
+            refusals.append(None)
+            continue
+        transposed = list(zip(*rows, strict=True))
+        for name, values in zip(_MESSAGE_COLUMNS, transposed, strict=False):  # all but content_is_text
+            columns[name].extend(values)
+        sequences, roles = transposed[1], transposed[2]
+        errors, refused, is_text = transposed[19], transposed[20], transposed[22]
+        columns["is_error"][-len(rows):] = [None if e is None else bool(e) for e in errors]
+        parents = dict(zip(sequences, transposed[4], strict=True))
+        results: dict[str, list[tuple[Any, ...]]] = {}
+        last_refusal: str | None = None
+        for sequence, role, call_id, text, error, refusal, text_content, duration in zip(
+                sequences, roles, transposed[6], transposed[16], errors, refused, is_text, transposed[14], strict=True):
+            if role == "tool":
+                if call_id:
+                    results.setdefault(call_id, []).append(
+                        (sequence, bool(error), len(text) if text_content else None, duration, refusal))
+                if refusal is not None:
+                    last_refusal = text if text_content else _content_text(conn, trace_id, sequence)
+        callers = [(row[0], row[1], row[15]) for row in rows if row[17]]
+        (listed,), = conn.execute(_CALLS, (trace_id,)).fetchall()
+        pending = [(message_id, sequence, at, [(c[0], c[1], c[2]) for c in calls])
+                   for (message_id, sequence, at), calls in zip(callers, loads(listed), strict=True)]
+        counts.append((roles.count("assistant"), roles.count("tool")))
+        refusals.append(last_refusal)
+        main = _main_path(parents, int(record.trace.get("head_sequence") or 0))
+        columns["trace_id"].extend([trace_id] * len(rows))
+        columns["on_main_path"].extend(map(main.__contains__, sequences))
+        _add_calls(trace_id, pending, results, calls)
+    return MessageTables(columns, calls, counts, refusals)
+
+
+def _content_text(conn: Any, trace_id: str, sequence: int) -> str:
+    """A refused call's result whose content is not text, as the records path shows it (rare)."""
+    (data,), = conn.execute("SELECT data FROM messages WHERE trace_id = ? AND sequence = ?", (trace_id, sequence))
+    return str(json.loads(data).get("content"))
+
+
+def sql_event_rows(store: SQLiteTraceStore, records: Sequence[TraceRecord], names: Sequence[str]) -> Columns:
+    """The events frame's columns of `records`' traces: a `message_added` payload without its message."""
+    conn = store.connection()
+    cols: Columns = {name: [] for name in names}
+    loads = json.loads
+    for record in records:
+        rows = conn.execute(_EVENTS, (record.trace_id,)).fetchall()
+        if not rows:
+            continue
+        numbers, kinds, times, sequences = zip(*rows, strict=True)
+        (listed,), = conn.execute(_PAYLOADS, (record.trace_id,)).fetchall()
+        payloads = [p if isinstance(p, dict) else {} for p in loads(listed)]
+        goals = [p.get("goal_id") or (g.get("id") if isinstance(g := p.get("goal"), dict) else None) for p in payloads]
+        values: tuple[Sequence[Any], ...] = (
+            [record.trace_id] * len(rows), numbers, kinds, times, goals, sequences,
+            [p.get("trace_id") if k in _SUB_TRACE_EVENTS else None for p, k in zip(payloads, kinds, strict=True)],
+            [p.get("status") for p in payloads], payloads)
+        for name, column in zip(_EVENT_COLUMNS, values, strict=True):
+            cols[name].extend(column)
+    return cols

@@ -1,0 +1,8 @@
+"""Tests of the experiments package import their helpers (sweep_helpers) from this folder."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))

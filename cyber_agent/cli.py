@@ -183,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line."""
     parser = argparse.ArgumentParser(prog="cyber-agent", description="Run LLM agents and study what they did.")
     parser.add_argument("--store", default=None,
-                        help="store URL: file:.trace | sqlite:///runs.db | memory: (default: $CYBER_AGENT_STORE, else file:.trace)")
+                        help="store URL: file:.trace | sqlite:///runs.db | postgresql://user@host/db | memory: (default: $CYBER_AGENT_STORE, else file:.trace)")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a task")
     run.add_argument("task")

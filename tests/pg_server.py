@@ -16,6 +16,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -45,11 +46,12 @@ def required() -> bool:
 class PgServer:
     """One PostgreSQL cluster in a temp directory, reachable on a unix socket there."""
 
-    def __init__(self) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="cyber-agent-pg-"))
+    def __init__(self, root: Path | None = None, port: int | None = None) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="cyber-agent-pg-")) if root is None else root.resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
         self.data = self.root / "data"
         self.socket_dir = self.root
-        self.port = 5432 + int.from_bytes(os.urandom(2), "big") % 20000
+        self.port = port or 5432 + int.from_bytes(os.urandom(2), "big") % 20000
         self._as_root = os.geteuid() == 0
         if self._as_root:
             shutil.chown(self.root, "postgres", "postgres")
@@ -123,3 +125,32 @@ def server() -> PgServer:
 def schema_for(key: str) -> str:
     """A schema name unique to `key` (e.g. a test's temp directory)."""
     return "t_" + hashlib.sha1(key.encode()).hexdigest()[:16]
+
+
+def main(argv: list[str]) -> int:
+    """`python tests/pg_server.py start DIR` starts a server kept in DIR and prints its URL; `stop DIR` stops it."""
+    if len(argv) != 2 or argv[0] not in ("start", "stop"):
+        print("usage: python tests/pg_server.py start|stop DIR", file=sys.stderr)
+        return 2
+    root = Path(argv[1])
+    port_file = root / "port"
+    if argv[0] == "stop":
+        if port_file.exists():
+            PgServer(root, int(port_file.read_text())).stop()
+        return 0
+    if port_file.exists():
+        pg = PgServer(root, int(port_file.read_text()))
+    else:
+        pg = PgServer(root)
+        pg.init()
+        port_file.write_text(str(pg.port))
+    if (pg.data / "postmaster.pid").exists():
+        print(f"already running: {pg.url}")
+        return 0
+    pg.start()
+    print(f"export CYBER_AGENT_STORE='{pg.url}'")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

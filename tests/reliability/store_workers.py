@@ -40,9 +40,9 @@ async def budget(url: str, root_id: str, worker: str, rounds: str) -> None:
         for name, step in (("agents", controller.reserve_agents(2)), ("llm_calls", controller.reserve_llm_call())):
             try:
                 await step
-                say(granted=name)
+                say(granted=name, at=time.time())
             except BudgetExceededError:
-                say(refused=name)
+                say(refused=name, at=time.time())
         await controller.book_llm_usage(prompt_tokens=3, completion_tokens=2, cost_usd=0.0)
         say(booked=5)
 

@@ -14,6 +14,7 @@ reads them. A bench that is missing, times out or fails becomes a row marked so,
 | store     | bench/store_scale.py                  | add_message rate and main-path load at 10k and 100k messages           |
 | tree      | bench/recursive_tree.py (file, memory)| a 50-agent recursive tree, sequential vs parallel(2)                    |
 | notebook  | bench/notebook.py                     | to_frames of 100k messages vs raw read+parse; 1,000-node tree drawing   |
+| trees     | bench/notebook_trees.py               | fitted tree figures (25/100/1,000 traces, ~1,000 goals), explorer open  |
 | calls     | bench/store_calls.py                  | TraceStore calls and file writes per model call (demo runs, a tree)     |
 | latency   | bench/tool_latency.py                 | a live server's GET latency while the worst tool calls run (< 0.5 s)    |
 
@@ -224,6 +225,23 @@ def rows_notebook(outcome: Outcome, quick: bool) -> list[Row]:
     return rows
 
 
+def rows_trees(outcome: Outcome) -> list[Row]:
+    """Big trees: graph + draw < 0.5 s within the caps at 1,000 traces / goals; the explorer opens in < 1 s."""
+    data = outcome.data
+    if not data:
+        return _missing(outcome, "trees")
+    rows = []
+    for t in data["trees"]:
+        big = (t["goals"] or t["traces"]) >= 1000
+        rows.append(_row("trees", f"{t['tree']}: graph + draw ({t['pixels'][0]}x{t['pixels'][1]} px, {t['nodes_drawn']} drawn; "
+                         f"PNG {t['png_s']:.3f} s)", f"{t['graph_draw_s']:.3f} s", None, "< 0.5 s" if big else "",
+                         (t["graph_draw_s"] < 0.5 and t["within_caps"]) if big else None))
+    for e in data["explorer"]:
+        rows.append(_row("trees", f"explorer opens {e['traces']} traces ({e['store']} store)", f"{e['open_s']:.3f} s", None,
+                         "< 1 s", e["open_s"] < 1.0))
+    return rows
+
+
 def rows_calls(outcome: Outcome) -> list[Row]:
     """get_trace, update_trace, all store calls and file writes per model call, per scenario (counts, no target)."""
     data = outcome.data
@@ -295,11 +313,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run the selected benches, print the table, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="every bench in its --quick form")
-    parser.add_argument("--only", help="comma-separated subset of: overhead,store,tree,notebook,calls,latency")
+    parser.add_argument("--only", help="comma-separated subset of: overhead,store,tree,notebook,trees,calls,latency")
     parser.add_argument("--dir", help="directory for file stores' temporary traces (default: system temp)")
     parser.add_argument("--out", default=str(RESULTS), help=f"where to write the JSON (default {RESULTS.relative_to(REPO)})")
     args = parser.parse_args(argv)
-    keys = ["overhead", "store", "tree", "notebook", "calls", "latency"]
+    keys = ["overhead", "store", "tree", "notebook", "trees", "calls", "latency"]
     wanted = keys if not args.only else [k for k in keys if k in args.only.split(",")]
     quick = ["--quick"] if args.quick else []
     where = ["--dir", args.dir] if args.dir else []
@@ -347,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
                 outcome.data = parse_notebook(outcome.stdout)
             outcomes["notebook"] = outcome
             rows.extend(rows_notebook(outcome, args.quick))
+        if "trees" in wanted:
+            bench("trees", "notebook_trees.py", where, 240 if args.quick else 420, rows_trees)
         if "calls" in wanted:
             bench("calls", "store_calls.py", where, 120, rows_calls)
         if "latency" in wanted:

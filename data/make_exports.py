@@ -12,7 +12,8 @@ Each run goes into a fresh temporary FileSystemTraceStore and is exported with
   reviews, tree budget), written only when this build has recursive mode.
 
 The demo model is deterministic, so a re-run yields the same trees, messages, tool calls,
-token counts and answers. Trace ids (UUIDs and sub-trace timestamps), timestamps and
+token counts, costs and answers. Costs are simulated (`MODEL`: the demo's estimated tokens at
+gpt-4o-mini's list price, each message flagged `cost_estimated`), so cost charts are not flat. Trace ids (UUIDs and sub-trace timestamps), timestamps and
 durations differ from run to run, and so do the files' bytes.
 """
 
@@ -35,12 +36,14 @@ from cyber_agent.notebook import export_traces, to_frames  # noqa: E402
 from cyber_agent.trace import FileSystemTraceStore  # noqa: E402
 
 ARITHMETIC_TASK = "What is 17 * 23 + 4?"
+MODEL = "demo:price_as=gpt-4o-mini"
+"""The demo model with simulated costs: its estimated tokens at gpt-4o-mini's list price (`cost_estimated`)."""
 
 
 async def _run(store: FileSystemTraceStore, task: str, **config: object) -> str:
     runner = AgentRunner(trace_store=store)
     result = await runner.run_result([{"role": "user", "content": task}],
-                                     RunConfig(model="demo", workspace=str(REPO), **config))  # type: ignore[arg-type]
+                                     RunConfig(model=MODEL, workspace=str(REPO), **config))  # type: ignore[arg-type]
     if result.status != "completed":
         raise SystemExit(f"{task!r} ended {result.status}: {result.trace.error_message}")
     return result.trace.trace_id

@@ -98,8 +98,9 @@ print(result.answer)""", check=True),
 ## The trace tree
 
 Every agent is its own **trace**; sub-agents hang under the agent that started them. Colour is
-the status, the marker the role. The drawing is a plain `matplotlib.figure.Figure` with a tidy
-tree layout, readable up to thousands of nodes (labels are dropped where they would overlap).
+the status, the marker the role; each label starts with a unique path (`3` is the root's third
+agent) and says what the agent handled. The drawing is a plain `matplotlib.figure.Figure` with a
+tidy tree layout, readable up to thousands of nodes (big subtrees fold into count nodes).
 """),
         code("""
 from cyber_agent.notebook import draw_trace_tree, trace_graph
@@ -109,7 +110,7 @@ draw_trace_tree(handle.store, handle.trace_id)"""),
         code("""
 graph = trace_graph(handle.store, handle.trace_id)
 for node, data in graph.nodes(data=True):
-    print(f"{'  ' * data['depth']}{data['label'].splitlines()[0]:<10} {data['role']:<8} {data['status']}")""", check=True),
+    print(f"{data['path']:<5} {data['role']:<8} {data['title']:<32} {data['status']}")""", check=True),
         md("""
 ## The goal tree
 
@@ -148,7 +149,9 @@ def budgets() -> list[nbformat.NotebookNode]:
 # 03 · Budgets: tokens, cost and LLM calls of a run
 
 How much did a run consume, which agent spent it, and when? We run the offline legacy demo
-again and look at its usage as pandas frames and charts.
+again and look at its usage as pandas frames and charts. `model="demo:price_as=gpt-4o-mini"`
+prices the demo's (estimated) tokens at gpt-4o-mini's list price, so the costs below are
+simulated — every message says so in `cost_estimated` — but not flat zero.
 """),
         code(SETUP),
         code("""
@@ -157,7 +160,7 @@ from cyber_agent.notebook import launch
 
 TMP = tempfile.TemporaryDirectory(prefix="cyber-agent-nb03-")  # removed when the kernel exits
 STORE = Path(TMP.name)
-handle = await launch(DEMO_TASK, model="demo", store=STORE, workspace=REPO, progress=False)
+handle = await launch(DEMO_TASK, model="demo:price_as=gpt-4o-mini", store=STORE, workspace=REPO, progress=False)
 result = await handle.result()
 ROOT = handle.trace_id
 print(result.status)""", check=True),
@@ -165,14 +168,16 @@ print(result.status)""", check=True),
 ## The budget frame
 
 One row per resource of a task tree (the A10 resources): agents, LLM calls, tokens, cost,
-wall time, and the validators' tool calls and material. A **legacy** tree has no limits, so
-`limit`, `remaining` and `percent` are NaN and the usage is counted from the traces.
+wall time, and the validators' tool calls and material; then the child quota. A **legacy**
+tree has no limits, so `limit`, `remaining` and `percent` are NaN and the usage is counted from
+the traces. `budget_frame` is data; `budget_table` shows it in its units, with the refusal of
+each row and, under it, why a run stopped:
 """),
         code("""
-from cyber_agent.notebook import budget_frame
+from cyber_agent.notebook import budget_frame, budget_table
 
 budget = budget_frame(handle.store, ROOT)
-budget"""),
+budget_table(budget)"""),
         md("The counts are exact and deterministic on the demo model (the duration is not):"),
         code("""
 budget.loc[["agents", "llm_calls", "tokens", "validation_tool_calls"], ["used", "unit"]]""", check=True),
@@ -207,18 +212,20 @@ One row per agent (trace): its parent, depth, role, LLM calls, tokens and cost.
 from cyber_agent.notebook import plot_usage_by_agent, usage_by_agent
 
 by_agent = usage_by_agent(handle.store, ROOT)
-by_agent[["label", "role", "depth", "status", "llm_calls", "tool_calls", "tokens"]]""", check=True),
+by_agent[["label", "role", "depth", "status", "llm_calls", "tool_calls", "total_tokens"]]""", check=True),
         code("plot_usage_by_agent(by_agent)"),
         md("""
 ## When
 
-One row per LLM call in time order, with cumulative calls, tokens, cost and agents started:
+One row per LLM call in time order: the call's tokens and cost, then cumulative calls, tokens,
+cost and agents started:
 """),
         code("""
 from cyber_agent.notebook import plot_usage_over_time, usage_over_time
 
 over_time = usage_over_time(handle.store, ROOT)
-over_time[["elapsed_seconds", "role", "call_tokens", "llm_calls", "tokens", "agents"]].tail()"""),
+over_time[["elapsed_seconds", "role", "total_tokens", "cost", "cumulative_llm_calls", "cumulative_cost",
+           "cumulative_agents"]].tail()"""),
         code("plot_usage_over_time(over_time)"),
     ]
 
@@ -262,9 +269,9 @@ Who talks most? Messages per role and the tokens the model calls consumed, per k
         code("""
 roles = frames.traces.set_index("trace_id")["role"]
 messages = frames.messages.assign(agent=frames.messages["trace_id"].map(roles))
-pd.crosstab(messages["agent"], messages["role"], margins=True)""", check=True),
+pd.crosstab(messages["agent"], messages["message_role"], margins=True)""", check=True),
         code("""
-calls = messages[messages["role"] == "assistant"]
+calls = messages[messages["message_role"] == "assistant"]
 calls.groupby("agent")[["prompt_tokens", "completion_tokens"]].agg(["sum", "mean"]).round(1)""", check=True),
         md("""
 ## Tool calls
@@ -290,7 +297,7 @@ The main path of the legacy demo's first explore agent, message by message:
 legacy = frames.traces[frames.traces["agent_mode"] == "legacy"]
 explorer = legacy[legacy["role"] == "explore"].iloc[0]["trace_id"]
 conversation = frames.messages[(frames.messages["trace_id"] == explorer) & frames.messages["on_main_path"]]
-conversation[["sequence", "role", "tool_call_names", "tool_name", "description"]]""", check=True),
+conversation[["sequence", "message_role", "tool_call_names", "tool_name", "description"]]""", check=True),
         md("""
 ## Events and protocol records
 
@@ -300,10 +307,44 @@ its validator judged every completion criterion.
 """),
         code("""
 frames.events.groupby("type").size().sort_values(ascending=False)""", check=True),
+        md("""
+`validations` has one row per judged criterion, `verdicts` one row per validation (count
+verdicts there):
+"""),
         code("""
 frames.validations.groupby(["scope", "criterion_verdict"]).size()"""),
         code("""
+frames.verdicts.groupby(["scope", "verdict"]).size()""", check=True),
+        code("""
 frames.reports[["depth", "role", "outcome", "review_decision", "summary"]]"""),
+        md("""
+## Flags and costs
+
+The costs in these exports are simulated (the demo model priced as gpt-4o-mini), and every
+message says so; a provider that reports no usage or has no price is flagged the same way,
+and shortened tool results are flagged too:
+"""),
+        code("""
+frames.messages[["usage_estimated", "cost_estimated", "cost_unpriced", "truncated", "summarized"]].sum()""", check=True),
+        code("""
+frames.usage.groupby("role")[["total_tokens", "total_cost", "estimated_calls"]].sum().round(4)""", check=True),
+        md("""
+## Parquet
+
+`TraceFrames.to_parquet(folder)` writes every frame of a whole export as Parquet files (with
+pyarrow installed: `pip install 'cyber-agent[parquet]'`), and `read_parquet` reads them back
+with the same dtypes:
+"""),
+        code("""
+from cyber_agent.errors import ConfigurationError
+from cyber_agent.notebook import read_parquet
+
+try:
+    with tempfile.TemporaryDirectory() as tmp:
+        again = read_parquet(frames.to_parquet(Path(tmp) / "exports"))
+    print("read back:", again.counts() == frames.counts())
+except ConfigurationError as error:  # pyarrow is not installed
+    print(error)"""),
         md("""
 Your own exports: `export_traces(store, [root_id], "my_run.jsonl")` (add `.gz` to compress).
 Exports written by newer versions load too: unknown fields are ignored; a truncated file is

@@ -126,33 +126,27 @@ print(result.answer)""", check=True),
 
 Every agent and every validator is its own trace. Validators hang under the trace they judged:
 one under the root (the root validation), one under the delegate, and **two** under each
-explore agent — one per report it submitted. Colour is the status, the marker the role.
+explore agent — one per report it submitted. Colour is the status, the marker the role; a
+validator is filled with its **verdict** (red: fail, green: pass) and the trace it judged wears
+the verdict of its latest validation as a ring. Each label starts with a unique **path**:
+`1.3` is the third agent of the first agent, `1.3.v1` its first validator; the second line says
+what the agent handled (the words of its objective that differ from its siblings').
 """),
         code("""
 from cyber_agent.notebook import draw_trace_tree, to_frames, trace_graph
 
 display(draw_trace_tree(handle.store, ROOT))"""),
         md("""
-Every node is green: a rejected report does not fail a trace, the child simply continues.
-To see the verdicts in the drawing, put them in the graph — `trace_graph` is a plain
-`networkx.DiGraph`, and `draw_trace_tree` draws any such graph. The verdicts come from
-`to_frames(...).validations` (one row per judged criterion):
+Every trace completed: a rejected report does not fail a trace, the child simply continues
+(its first validator is red, the second green). `trace_graph` is a plain `networkx.DiGraph`
+with the path, title and verdict of every node, so the same tree reads as text, in tree order:
 """),
         code("""
 frames = to_frames(handle.store, ROOT)
 graph = trace_graph(frames, ROOT)
-verdicts = frames.validations.drop_duplicates("validator_trace_id").set_index("validator_trace_id")["verdict"]
-for validator, verdict in verdicts.items():
-    node = graph.nodes[validator]
-    name, tokens = node["label"].split("\\n")
-    node["label"] = f"{name}\\n{verdict} · {tokens}"
-    node["role"] = f"validator: {verdict}"  # a marker and a legend entry per verdict
-
-display(draw_trace_tree(graph))"""),
-        md("The same tree as text, in tree order:"),
-        code("""
 for node, data in graph.nodes(data=True):
-    print(f"{'  ' * data['depth']}{data['label'].splitlines()[0]:<12} {data['role']:<16} {data['status']}")""",
+    about = data["title"] or data["checks"]
+    print(f"{data['path']:<7} {data['role']:<10} {about:<30} {data['status']:<10} {data['verdict'] or ''}")""",
              check=True),
         md("""
 ## Which validator rejected which report, and how the revision passed

@@ -31,6 +31,7 @@ from cyber_agent.core.trace_setup import ChildSetup, effective_config, prepare_r
 from cyber_agent.core.turn import AwaitApproval, Continue, Finish, TurnOutcome, end_run, refresh, take_turn
 from cyber_agent.core.turn_tools import resume_batch, run_post_turn_hooks
 from cyber_agent.errors import RunError
+from cyber_agent.llm.call_site import at_site
 from cyber_agent.llm.dialects import DialectLLM
 from cyber_agent.llm.types import LLMCall
 from cyber_agent.tools.registry import ToolRegistry
@@ -295,10 +296,13 @@ class AgentRunner:
         self, services: RunServices, state: RunState, config: RunConfig, llm: LLMCall, model: str
     ) -> AsyncIterator[RunEvent]:
         """Take turns until one does not continue, then end the run in one place (`core/turn.py:end_run`)."""
+        provider = self._providers.get(id(llm))
+        # Every call of this run is marked with its trace: a recording is keyed by position in the tree.
+        llm = at_site(llm, state.trace.trace_id)
         state.harness = RunHarness(llm=llm, model=model, config=config, budget=state.budget)
         ctx = RunContext(
             services=services, runner=self, model=model, config=config,
-            llm=wrap_dialect(llm, provider=self._providers.get(id(llm)), model=model, override=config.tool_dialect),
+            llm=wrap_dialect(llm, provider=provider, model=model, override=config.tool_dialect),
         )
         state.static_allowed = state.allowed
         if isinstance(ctx.llm, DialectLLM):  # a text dialect renders the tools into the system prompt: keep it fixed

@@ -21,6 +21,7 @@ from typing import Any
 
 from cyber_agent.errors import ConfigurationError
 from cyber_agent.llm.demo_checks import GRADING_HEADER, grade_reply
+from cyber_agent.llm.pricing import ModelPrice, compute_cost, lookup_price
 from cyber_agent.llm.types import DeltaCallback, LLMResponse, ToolCall, Usage
 
 __all__ = ["DemoModel"]
@@ -50,11 +51,20 @@ class DemoModel:
     """An `LLMCall` that needs no network: `DemoModel()(messages, "demo", tools)`.
 
     `latency` (seconds, also `model="demo:latency=0.2"`) makes each reply wait as a provider's
-    would: the event loop runs meanwhile, so live progress has something to show.
+    would: the event loop runs meanwhile, so live progress has something to show. `price_as`
+    (`model="demo:price_as=gpt-4o-mini"`) prices its (estimated) tokens at a real model's list
+    price, flagged `cost_estimated`: simulated costs, so cost charts have something to chart.
     """
 
-    def __init__(self, name: str = "demo", latency: float | str = 0.0) -> None:
+    def __init__(self, name: str = "demo", latency: float | str = 0.0, price_as: str | None = None) -> None:
         self.name = name
+        self.price: ModelPrice | None = None
+        """The list price its replies are charged at (None: free)."""
+        if price_as:
+            self.price = lookup_price(price_as)
+            if self.price is None:
+                raise ConfigurationError("price_as", f"{price_as!r} is not in the price table; name a priced model, "
+                                                     "e.g. 'demo:price_as=gpt-4o-mini' (cyber_agent/llm/pricing.py)")
         try:
             seconds = float(latency)
         except ValueError:
@@ -85,9 +95,11 @@ class DemoModel:
         tool_calls = [ToolCall(id=f"call_{state.turn}_{i}", name=n, arguments=a) for i, (n, a) in enumerate(calls)]
         prompt = sum(len(str(m.get("content") or "")) + len(json.dumps(m.get("tool_calls") or [])) for m in messages)
         completion = len(text) + len(json.dumps([c.arguments for c in tool_calls]))
+        usage = Usage(prompt_tokens=prompt // 4 + 1, completion_tokens=completion // 4 + 1)
+        cost = 0.0 if self.price is None else compute_cost("priced", usage, {"priced": self.price})[0]
         return LLMResponse(
-            content=text, tool_calls=tool_calls, model=self.name, cost=0.0,
-            usage=Usage(prompt_tokens=prompt // 4 + 1, completion_tokens=completion // 4 + 1, cost_usd=0.0),
+            content=text, tool_calls=tool_calls, model=self.name, cost=cost, cost_estimated=self.price is not None,
+            usage=usage.model_copy(update={"cost_usd": cost}),
             finish_reason="tool_calls" if tool_calls else "stop",
         )
 

@@ -1,8 +1,15 @@
 """Record model exchanges as JSON lines and replay them offline, failing loudly on divergence.
 
 One line per exchange, in completion order:
-`{"version": 1, "request": {"messages", "model", "tools", "temperature"}, "response": {...}}`.
-The line number (0-based) is the exchange index that divergence errors name.
+`{"version": 2, "site": "root/delegate-001", "request": {"messages", "model", "tools", "temperature"},
+"response": {...}}`. The line number (0-based) is the exchange index that divergence errors name.
+
+A multi-agent run is keyed by *position in the tree* (`site`, from `cyber_agent/llm/call_site.py`:
+the runner marks each call with its trace) and by call index within that position, never by
+the fresh trace ids of a run: the replay of one position plays that position's exchanges in
+order, whatever order concurrent children finish in. Requests are compared with their ids
+normalised (`normalise_ids`), because a replayed tree's ids are new. Version-1 lines (no site)
+replay in the global order they were recorded in.
 """
 
 from __future__ import annotations
@@ -17,11 +24,12 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from cyber_agent.errors import ConfigurationError, CorruptRecordError, ReplayDivergenceError
+from cyber_agent.llm.call_site import current_position, id_mapping, normalise_ids, rename_ids
 from cyber_agent.llm.types import DeltaCallback, LLMCall, LLMResponse
 
 __all__ = ["Exchange", "FORMAT_VERSION", "RecordingLLM", "ReplayLLM", "canonical_request", "load_exchanges"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 def _default(value: object) -> object:
@@ -73,9 +81,15 @@ class Exchange:
     """One recorded call: the canonical request and the response it got."""
 
     index: int
+    """Line of the exchange in its file (0-based, blank lines skipped)."""
     request: dict[str, Any]
+    """The canonical request as sent (ids as they were in the recorded run)."""
     temperature: float | None
+    """Temperature of the call (not compared on replay)."""
     response: LLMResponse
+    """What the model answered."""
+    site: str | None = None
+    """Tree position of the call (`root`, `root/delegate-001`); None for calls outside a runner and version-1 lines."""
 
 
 def load_exchanges(path: str | Path) -> list[Exchange]:
@@ -98,6 +112,7 @@ def load_exchanges(path: str | Path) -> list[Exchange]:
                 request={"messages": request["messages"], "model": request["model"], "tools": request.get("tools") or []},
                 temperature=request.get("temperature"),
                 response=LLMResponse.model_validate(record["response"]),
+                site=record.get("site"),
             )
         except (json.JSONDecodeError, KeyError, TypeError, ValidationError) as exc:
             if number == len(lines) - 1:  # no newline after it: the writer died mid-line
@@ -135,8 +150,9 @@ class RecordingLLM:
     ) -> LLMResponse:
         """Call the wrapped model and record the exchange; failed calls are not recorded."""
         request = canonical_request(messages, model, tools)  # before the call, as it was sent
+        site = current_position()
         response = await self.inner(messages, model, tools, temperature, on_delta=on_delta)
-        record = {"version": FORMAT_VERSION, "request": {**request, "temperature": temperature},
+        record = {"version": FORMAT_VERSION, "site": site, "request": {**request, "temperature": temperature},
                   "response": response.model_dump(mode="json")}
         line = json.dumps(record, ensure_ascii=False, default=_default) + "\n"
         async with self._lock:  # concurrent calls must not interleave bytes within a line
@@ -148,8 +164,9 @@ class RecordingLLM:
 class ReplayLLM:
     """Play a recording back offline; a request that differs from the recorded one raises.
 
-    With `strict_order=False` a call takes the first unused exchange with an identical request,
-    which tolerates concurrent sub-agents finishing in a different order than when recorded.
+    Each tree position plays its own exchanges in recorded order; with `strict_order=False` a
+    call takes the first unused exchange of its position with an identical request, which
+    tolerates concurrent calls of one trace (parallel tool summaries) finishing in another order.
     """
 
     def __init__(self, path: str | Path, *, strict_order: bool = True) -> None:
@@ -157,6 +174,10 @@ class ReplayLLM:
         self.exchanges = load_exchanges(self.path)
         self.strict_order = strict_order
         self._used = [False] * len(self.exchanges)
+        self._comparable = [normalise_ids(e.request) for e in self.exchanges]
+        # A recording without sites (version 1, or made outside a runner) replays in global order.
+        self._by_site = any(e.site is not None for e in self.exchanges)
+        self._site_calls: dict[str | None, int] = {}
         self.calls = 0
         """Calls received so far."""
 
@@ -170,23 +191,28 @@ class ReplayLLM:
         """Return how many recorded exchanges have not been played."""
         return self._used.count(False)
 
-    def _pick(self, got: dict[str, Any]) -> int:
-        call = self.calls
-        unused = [i for i, used in enumerate(self._used) if not used]
+    def _pick(self, got: dict[str, Any], site: str | None) -> int:
+        key = site if self._by_site else None
+        call = self._site_calls.get(key, 0)
+        where = f"call {call} at {key}" if self._by_site else f"call {call}"
+        unused = [i for i, used in enumerate(self._used) if not used and (not self._by_site or self.exchanges[i].site == key)]
         if not unused:
+            held = sum(1 for e in self.exchanges if not self._by_site or e.site == key)
+            of = " of that position" if self._by_site else ""
             raise ReplayDivergenceError(
-                f"call {call} asks for exchange {call} but {self.path} holds only {len(self.exchanges)}; "
+                f"{where} asks for exchange {call}{of} but {self.path} holds only {held}{' for it' if of else ''}; "
                 "the run went further than the recording (re-record it, or find why it did not stop)"
             )
+        comparable = normalise_ids(got)
         if not self.strict_order:
             for i in unused:
-                if _first_difference(self.exchanges[i].request, got) is None:
+                if _first_difference(self._comparable[i], comparable) is None:
                     return i
         index = unused[0]
-        difference = _first_difference(self.exchanges[index].request, got)
+        difference = _first_difference(self._comparable[index], comparable)
         if difference is not None:
             raise ReplayDivergenceError(
-                f"exchange {index} of {self.path} diverges: {difference}; re-record the run if the change is intended"
+                f"exchange {index} of {self.path} ({where}) diverges: {difference}; re-record the run if the change is intended"
             )
         return index
 
@@ -201,12 +227,21 @@ class ReplayLLM:
     ) -> LLMResponse:
         """Return the recorded response for this request."""
         got = canonical_request(messages, model, tools)
+        site = current_position()
+        key = site if self._by_site else None
         try:
-            index = self._pick(got)
+            index = self._pick(got, site)
         finally:
             self.calls += 1
+            self._site_calls[key] = self._site_calls.get(key, 0) + 1
         self._used[index] = True
-        response = self.exchanges[index].response.model_copy(deep=True)
+        exchange = self.exchanges[index]
+        # The recorded answer names the recorded run's trace ids; this run's are new.
+        mapping = id_mapping(exchange.request, got)
+        if mapping:
+            response = LLMResponse.model_validate(rename_ids(exchange.response.model_dump(mode="json"), mapping))
+        else:
+            response = exchange.response.model_copy(deep=True)
         if on_delta is not None and response.content:
             on_delta(response.content)
         return response

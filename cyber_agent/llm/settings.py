@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -60,6 +61,7 @@ DIALECT_ENV = "CYBER_AGENT_DIALECT"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 _MAX_RETRIES = 10
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
 
 class PriceEntry(BaseModel):
@@ -127,6 +129,16 @@ class ProviderSettings(BaseModel):
     def _cap(cls, value: float) -> float:
         if not math.isfinite(value) or value < 0:
             raise ValueError(f"backoff_cap must be a finite number of seconds >= 0, got {value!r}")
+        return value
+
+    @field_validator("extra_headers")
+    @classmethod
+    def _headers(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, text in value.items():
+            if not _HEADER_NAME.fullmatch(name):
+                raise ValueError(f"extra_headers: {name!r} is not a header name (letters, digits, !#$%&'*+-.^_`|~)")
+            if "\r" in text or "\n" in text or "\x00" in text:
+                raise ValueError(f"extra_headers: the value of {name!r} holds a line break or NUL")
         return value
 
     @field_validator("max_tokens")

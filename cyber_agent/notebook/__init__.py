@@ -12,6 +12,7 @@ Importing it in a kernel lets the charts display with no `%matplotlib` magic
 """
 
 from cyber_agent.notebook.bridge import in_notebook, run_sync
+from cyber_agent.notebook.budget_table import BudgetTable, budget_table
 from cyber_agent.notebook.budgets import (
     budget_frame,
     plot_budget,
@@ -21,10 +22,13 @@ from cyber_agent.notebook.budgets import (
     usage_over_time,
 )
 from cyber_agent.notebook.display import enable_figure_display
+
+from cyber_agent.notebook.explorer import TraceExplorer
 from cyber_agent.notebook.export import EXPORT_FORMAT, EXPORT_VERSION, aexport_traces, export_traces, load_export
 from cyber_agent.notebook.frames import SCHEMAS, TraceFrames, ato_frames, to_frames
 from cyber_agent.notebook.launch import RunHandle, launch, run_config
-from cyber_agent.notebook.progress import ProgressSnapshot
+from cyber_agent.notebook.parquet import read_parquet
+from cyber_agent.notebook.progress import AgentActivity, ProgressSnapshot
 from cyber_agent.notebook.records import TraceRecord, read_records
 from cyber_agent.notebook.stepper import ReportStepper
 from cyber_agent.notebook.store_view import ReadOnlyTraceStore
@@ -38,6 +42,8 @@ from cyber_agent.notebook.trees import (
 )
 
 __all__ = [
+    "AgentActivity",
+    "BudgetTable",
     "EXPORT_FORMAT",
     "EXPORT_VERSION",
     "ProgressSnapshot",
@@ -45,11 +51,13 @@ __all__ = [
     "ReportStepper",
     "RunHandle",
     "SCHEMAS",
+    "TraceExplorer",
     "TraceFrames",
     "TraceRecord",
     "aexport_traces",
     "ato_frames",
     "budget_frame",
+    "budget_table",
     "draw_goal_tree",
     "draw_trace_tree",
     "draw_tree",
@@ -62,6 +70,7 @@ __all__ = [
     "plot_budget",
     "plot_usage_by_agent",
     "plot_usage_over_time",
+    "read_parquet",
     "read_records",
     "run_config",
     "run_sync",

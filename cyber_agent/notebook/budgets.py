@@ -20,11 +20,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import MaxNLocator
 
 from cyber_agent.core.agent_mode import MAX_CHILDREN_PER_PARENT
 from cyber_agent.notebook.frames import TraceFrames, to_frames
 from cyber_agent.notebook.records import StoreSource, parse_time
+from cyber_agent.notebook.tree_labels import trace_texts
+from cyber_agent.notebook.usage_charts import DEFAULT_TOP, agent_names, usage_by_agent_figure, usage_over_time_figure
 
 __all__ = [
     "AGENTS_DEFINITION",
@@ -71,7 +72,7 @@ def _computed_usage(frames: TraceFrames, now: datetime) -> dict[str, float]:
     stop = end.max() if finished else pd.Timestamp(now)
     return {
         "agents": float(len(agents)),
-        "llm_calls": float((frames.messages["role"] == "assistant").sum()),
+        "llm_calls": float((frames.messages["message_role"] == "assistant").sum()),
         "tokens": float(traces["total_tokens"].sum()),
         "cost_usd": float(traces["total_cost"].sum()),
         "duration_seconds": float((stop - root["created_at"]).total_seconds()) if pd.notna(stop) else np.nan,
@@ -172,27 +173,27 @@ def _tool_refusals(frames: TraceFrames) -> tuple[dict[str, str], str | None, int
 
 
 def usage_by_agent(source: StoreSource | TraceFrames, root_trace_id: str) -> pd.DataFrame:
-    """One row per trace of the tree: parent, depth, role, status, LLM calls, tokens, cost, duration."""
+    """One row per trace of the tree: parent, depth, role, status, LLM calls, tokens, cost, flags, duration."""
     return _tree(source, root_trace_id).usage.reset_index(drop=True)
 
 
 def usage_over_time(source: StoreSource | TraceFrames, root_trace_id: str) -> pd.DataFrame:
-    """One row per LLM call of the tree in time order, with cumulative calls, tokens, cost and agents."""
+    """One row per LLM call of the tree in time order: the call's tokens and cost, then the cumulative counts."""
     frames = _tree(source, root_trace_id)
-    calls = frames.messages[frames.messages["role"] == "assistant"]
+    calls = frames.messages[frames.messages["message_role"] == "assistant"]
     roles = dict(zip(frames.traces["trace_id"], frames.traces["role"]))
     out = pd.DataFrame({
         "time": calls["created_at"], "trace_id": calls["trace_id"],
         "role": calls["trace_id"].map(roles).astype("string"),
-        "call_tokens": calls["total_tokens"], "call_cost": calls["cost"],
+        "total_tokens": calls["total_tokens"], "cost": calls["cost"],
     }).sort_values(["time", "trace_id"], kind="stable").reset_index(drop=True)
     start = frames.traces["created_at"].min()
     out.insert(1, "elapsed_seconds", (out["time"] - start).dt.total_seconds().astype("float64"))
-    out["llm_calls"] = np.arange(1, len(out) + 1, dtype="int64")
-    out["tokens"] = out["call_tokens"].cumsum().astype("int64")
-    out["cost"] = out["call_cost"].cumsum().astype("float64")
+    out["cumulative_llm_calls"] = np.arange(1, len(out) + 1, dtype="int64")
+    out["cumulative_tokens"] = out["total_tokens"].cumsum().astype("int64")
+    out["cumulative_cost"] = out["cost"].cumsum().astype("float64")
     created = np.sort(frames.traces.loc[~frames.traces["is_validator"], "created_at"].to_numpy())
-    out["agents"] = np.searchsorted(created, out["time"].to_numpy(), side="right").astype("int64")
+    out["cumulative_agents"] = np.searchsorted(created, out["time"].to_numpy(), side="right").astype("int64")
     return out
 
 
@@ -251,52 +252,20 @@ def plot_budget(source: StoreSource | TraceFrames | pd.DataFrame, root_trace_id:
     return fig
 
 
-def plot_usage_by_agent(source: StoreSource | TraceFrames | pd.DataFrame, root_trace_id: str | None = None) -> Figure:
-    """Stacked prompt/completion tokens per agent (tree order), annotated with LLM calls and cost."""
-    frame = source if isinstance(source, pd.DataFrame) else usage_by_agent(source, _need(root_trace_id))
-    names = [("  " * int(d)) + str(label) for d, label in zip(frame["depth"], frame["label"])]
-    fig = Figure(figsize=(8.0, 0.38 * len(frame) + 1.2))
-    ax = fig.add_subplot()
-    fig.subplots_adjust(left=0.2, right=0.8, top=1 - 0.45 / fig.get_figheight(), bottom=0.5 / fig.get_figheight())
-    y = np.arange(len(frame))
-    ax.barh(y, frame["prompt_tokens"], color="#1f77b4", label="prompt tokens")
-    ax.barh(y, frame["completion_tokens"], left=frame["prompt_tokens"], color="#ff7f0e", label="completion tokens")
-    ax.set_yticks(y, names, fontsize=8)
-    ax.invert_yaxis()
-    for yi, (_, row) in zip(y, frame.iterrows()):
-        calls = "?" if pd.isna(row["llm_calls"]) else int(row["llm_calls"])
-        ax.annotate(f"{calls} calls · ${row['cost']:.4f}", (row["tokens"], yi), xytext=(4, 0), textcoords="offset points",
-                    va="center", fontsize=7, annotation_clip=False)
-    ax.set_xlabel("tokens", fontsize=8)
-    ax.tick_params(axis="x", labelsize=7)
-    ax.legend(fontsize=7, loc="lower right", frameon=False)
-    ax.set_title("Usage by agent", fontsize=10, loc="left")
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-    return fig
+def plot_usage_by_agent(source: StoreSource | TraceFrames | pd.DataFrame, root_trace_id: str | None = None, *,
+                        top: int = DEFAULT_TOP) -> Figure:
+    """Stacked prompt/completion tokens of the `top` biggest agents (tree order) and one bar for the others."""
+    if isinstance(source, pd.DataFrame):
+        return usage_by_agent_figure(source, agent_names(source), top=top)
+    frames = _tree(source, _need(root_trace_id))
+    frame = frames.usage.reset_index(drop=True)
+    return usage_by_agent_figure(frame, agent_names(frame, trace_texts(frames.traces, frames.validations)), top=top)
 
 
 def plot_usage_over_time(source: StoreSource | TraceFrames | pd.DataFrame, root_trace_id: str | None = None) -> Figure:
-    """Cumulative tokens (left axis) and LLM calls and agents (right axis) against elapsed seconds."""
+    """Cumulative tokens (upper panel), LLM calls and agents (lower panel) against elapsed seconds."""
     frame = source if isinstance(source, pd.DataFrame) else usage_over_time(source, _need(root_trace_id))
-    fig = Figure(figsize=(8.0, 3.4))
-    ax = fig.add_subplot()
-    fig.subplots_adjust(left=0.1, right=0.88, top=0.88, bottom=0.16)
-    ax.step(frame["elapsed_seconds"], frame["tokens"], where="post", color="#1f77b4", label="tokens")
-    ax.set_xlabel("seconds since the root started", fontsize=8)
-    ax.set_ylabel("tokens (cumulative)", fontsize=8, color="#1f77b4")
-    ax.tick_params(labelsize=7)
-    right = ax.twinx()
-    right.step(frame["elapsed_seconds"], frame["llm_calls"], where="post", color="#ff7f0e", label="LLM calls")
-    right.step(frame["elapsed_seconds"], frame["agents"], where="post", color="#2ca02c", ls="--", label="agents")
-    right.set_ylabel("calls / agents (cumulative)", fontsize=8)
-    right.yaxis.set_major_locator(MaxNLocator(integer=True))
-    right.tick_params(labelsize=7)
-    handles = ax.get_legend_handles_labels()[0] + right.get_legend_handles_labels()[0]
-    ax.legend(handles=handles, fontsize=7, loc="upper left", frameon=False)
-    cost = float(frame["cost"].iloc[-1]) if len(frame) else 0.0
-    ax.set_title(f"Usage over time · {len(frame)} LLM calls · ${cost:.4f}", fontsize=10, loc="left")
-    return fig
+    return usage_over_time_figure(frame)
 
 
 def _need(root_trace_id: str | None) -> str:

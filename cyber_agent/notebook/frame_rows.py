@@ -1,5 +1,7 @@
 """Rows of the analysis frames, built from JSON-mode trace records (see `frames.py` for the schema).
 
+The recursive protocol's frames (reports, validations, verdicts) are built in `protocol_rows.py`.
+
 Pure functions over `TraceRecord`s: no store access, no pandas. Each returns the columns of
 its schema as a dict of lists.
 """
@@ -15,15 +17,16 @@ from cyber_agent.trace.goal_models import FINAL_GOAL_STATUSES
 from cyber_agent.trace.models import refusal_kind
 
 __all__ = [
+    "Columns",
     "MessageTables",
+    "TreeIndex",
     "event_rows",
     "goal_rows",
     "message_and_call_rows",
-    "report_rows",
     "trace_label",
+    "trace_role",
     "trace_rows",
     "usage_rows",
-    "validation_rows",
 ]
 
 Columns = dict[str, list[Any]]
@@ -141,15 +144,16 @@ _MESSAGE_DEFAULTS: dict[str, Any] = {
 
 # Columns of the messages frame filled message by message, in `_add_messages`' order.
 _MESSAGE_COLUMNS = (
-    "message_id", "sequence", "role", "goal_id", "parent_sequence", "branch", "tool_call_id", "tool_name",
+    "message_id", "sequence", "message_role", "goal_id", "parent_sequence", "branch", "tool_call_id", "tool_name",
     "description", "prompt_tokens", "completion_tokens", "cached_tokens", "total_tokens", "cost", "duration_ms",
-    "created_at", "text", "n_tool_calls", "tool_call_names", "is_error", "refused", "model",
+    "created_at", "text", "n_tool_calls", "tool_call_names", "is_error", "refused", "model", "usage_estimated",
+    "cost_estimated", "cost_unpriced", "truncated", "summarized",
 )
 _CALL_COLUMNS = (
     "trace_id", "message_id", "sequence", "call_index", "call_id", "tool_name", "arguments", "result_sequence",
-    "is_error", "refused", "result_chars", "duration_ms", "created_at",
+    "is_error", "refused", "truncated", "summarized", "result_chars", "duration_ms", "created_at",
 )
-_NO_RESULT = (None, None, None, None, None)
+_NO_RESULT = (None, None, None, None, None, None, None)
 # The fields `_add_messages` reads, all in one C call per message.
 _fields = itemgetter(
     "message_id", "sequence", "role", "goal_id", "parent_sequence", "branch", "tool_call_id", "tool_name", "description",
@@ -164,8 +168,8 @@ class MessageTables(NamedTuple):
     """Columns of the messages frame."""
     tool_calls: Columns
     """Columns of the tool-calls frame."""
-    role_counts: list[tuple[int, int]]
-    """(assistant messages, tool messages) of each record, in record order."""
+    role_counts: list[tuple[int, int, int, int]]
+    """(assistant messages, tool messages, estimated-cost calls, unpriced calls) of each record, in record order."""
     refusals: list[str | None]
     """The text of each record's last refused tool call (`cyber_agent/trace/models.py:is_refusal`), in record order."""
 
@@ -179,12 +183,12 @@ def message_and_call_rows(records: Sequence[TraceRecord]) -> MessageTables:
     """
     columns: Columns = {name: [] for name in (*_MESSAGE_COLUMNS, "trace_id", "on_main_path")}
     calls: Columns = {name: [] for name in _CALL_COLUMNS}
-    counts: list[tuple[int, int]] = []
+    counts: list[tuple[int, int, int, int]] = []
     refusals: list[str | None] = []
     for record in records:
         messages = record.messages
         if not messages:
-            counts.append((0, 0))
+            counts.append((0, 0, 0, 0))
             refusals.append(None)
             continue
         start = len(columns["sequence"])
@@ -204,15 +208,18 @@ def message_and_call_rows(records: Sequence[TraceRecord]) -> MessageTables:
 
 
 def _add_messages(messages: list[dict[str, Any]], columns: Columns) -> tuple[
-        dict[int, int | None], list[tuple[Any, ...]], dict[str, list[tuple[Any, ...]]], tuple[int, int], str | None]:
-    """Append one trace's messages to the columns; return its parent links, tool calls, results, role counts, last refusal."""
+        dict[int, int | None], list[tuple[Any, ...]], dict[str, list[tuple[Any, ...]]], tuple[int, int, int, int],
+        str | None]:
+    """Append one trace's messages to the columns; return its parent links, tool calls, results, counts, last refusal."""
     (message_id, sequence, role, goal_id, parent_sequence, branch, tool_call_id, tool_name, description,
      prompt_tokens, completion_tokens, cached_tokens, total_tokens, cost, duration_ms, created_at, text,
-     n_tool_calls, tool_call_names, is_error, refused, model) = [columns[name].append for name in _MESSAGE_COLUMNS]
+     n_tool_calls, tool_call_names, is_error, refused, model, usage_estimated, cost_estimated, cost_unpriced,
+     truncated, summarized) = [columns[name].append for name in _MESSAGE_COLUMNS]
     parents: dict[int, int | None] = {}
     pending: list[tuple[Any, ...]] = []  # (message id, sequence, created_at, [(call id, name, arguments)]) per caller
-    results: dict[str, list[tuple[Any, ...]]] = {}  # call id -> (sequence, is_error, chars, duration, refused) of its results
-    assistants = tools = 0
+    # call id -> (sequence, is_error, chars, duration, refused, truncated, summarized) of its results
+    results: dict[str, list[tuple[Any, ...]]] = {}
+    assistants = tools = estimated = unpriced = 0
     last_refusal: str | None = None
     for m in messages:
         (key, seq, kind, goal, parent, fork, call_id, tool, about, prompt, completion, cached, price, duration, created,
@@ -246,27 +253,43 @@ def _add_messages(messages: list[dict[str, Any]], columns: Columns) -> tuple[
             n_tool_calls(0)
             tool_call_names(None)
         refusal = None
+        cut = shortened = False
         if extra:
             error = extra.get("is_error")
             is_error(None if error is None else bool(error))
             refusal = refusal_kind(extra) if error else None
             refused(refusal)
             model(extra.get("model"))
+            guessed, priced_guess, no_price = (bool(extra.get("usage_estimated")), bool(extra.get("cost_estimated")),
+                                               bool(extra.get("cost_unpriced")))
+            usage_estimated(guessed)
+            cost_estimated(priced_guess)
+            cost_unpriced(no_price)
+            estimated += priced_guess or guessed
+            unpriced += no_price
+            payload = extra.get("payload")
+            path = payload.get("path") if isinstance(payload, dict) else None
+            cut, shortened = bool(extra.get("truncated")) or path == "truncated", path == "summarized"
         else:
             is_error(None)
             refused(None)
             model(None)
+            usage_estimated(False)
+            cost_estimated(False)
+            cost_unpriced(False)
+        truncated(cut)
+        summarized(shortened)
         if kind == "assistant":
             assistants += 1
         elif kind == "tool":
             tools += 1
             if call_id:
                 result = (seq, bool((extra or {}).get("is_error")),
-                          len(content) if isinstance(content, str) else None, duration, refusal)
+                          len(content) if isinstance(content, str) else None, duration, refusal, cut, shortened)
                 results.setdefault(call_id, []).append(result)
             if refusal is not None:
                 last_refusal = content if isinstance(content, str) else str(content)
-    return parents, pending, results, (assistants, tools), last_refusal
+    return parents, pending, results, (assistants, tools, estimated, unpriced), last_refusal
 
 
 def _main_path(parents: dict[int, int | None], head: int) -> set[int]:
@@ -282,7 +305,7 @@ def _add_calls(trace_id: str, pending: list[tuple[Any, ...]], results: dict[str,
                columns: Columns) -> None:
     """Append one trace's tool calls, each joined to the first later result with its id."""
     (trace_ids, message_ids, sequences, call_index, call_ids, tool_name, arguments, result_sequence, is_error,
-     refused, result_chars, duration_ms, created_at) = [columns[name].append for name in _CALL_COLUMNS]
+     refused, truncated, summarized, result_chars, duration_ms, created_at) = [columns[name].append for name in _CALL_COLUMNS]
     for message_id, sequence, created, calls in pending:
         for index, (call_id, name, args) in enumerate(calls):
             joined = _NO_RESULT
@@ -300,6 +323,8 @@ def _add_calls(trace_id: str, pending: list[tuple[Any, ...]], results: dict[str,
             result_sequence(joined[0])
             is_error(joined[1])
             refused(joined[4])
+            truncated(joined[5])
+            summarized(joined[6])
             result_chars(joined[2])
             duration_ms(joined[3])
             created_at(created)
@@ -383,79 +408,23 @@ def event_rows(records: Sequence[TraceRecord], names: Sequence[str]) -> Columns:
 
 
 def usage_rows(records: Sequence[TraceRecord], index: TreeIndex, names: Sequence[str],
-               role_counts: Sequence[tuple[int, int]] | None) -> Columns:
-    """One row per trace: what the agent consumed (LLM and tool calls from `role_counts` when messages were read)."""
+               role_counts: Sequence[tuple[int, int, int, int]] | None) -> Columns:
+    """One row per trace: what the agent consumed (calls and flags from `role_counts` when messages were read)."""
     cols = _columns(names)
     for number, record in enumerate(records):
         meta, trace_id = record.trace, record.trace_id
-        calls, tools = role_counts[number] if role_counts is not None else (None, None)
+        calls, tools, estimated, unpriced = role_counts[number] if role_counts is not None else (None, None, None, None)
         end = meta.get("completed_at") or meta.get("updated_at")
         values = {
-            "trace_id": trace_id, "root_trace_id": index.root[trace_id], "parent": meta.get("parent_trace_id"),
+            "trace_id": trace_id, "root_trace_id": index.root[trace_id], "parent_trace_id": meta.get("parent_trace_id"),
             "depth": index.depth[trace_id], "role": trace_role(meta), "label": trace_label(meta),
             "status": meta.get("status"), "llm_calls": calls, "tool_calls": tools,
-            "prompt_tokens": meta.get("total_prompt_tokens", 0), "completion_tokens": meta.get("total_completion_tokens", 0),
-            "cached_tokens": meta.get("total_cached_tokens", 0), "tokens": meta.get("total_tokens", 0),
-            "cost": meta.get("total_cost", 0.0), "duration_seconds": _seconds(meta.get("created_at"), end),
+            "total_prompt_tokens": meta.get("total_prompt_tokens", 0),
+            "total_completion_tokens": meta.get("total_completion_tokens", 0),
+            "total_cached_tokens": meta.get("total_cached_tokens", 0), "total_tokens": meta.get("total_tokens", 0),
+            "total_cost": meta.get("total_cost", 0.0), "estimated_calls": estimated, "unpriced_calls": unpriced,
+            "duration_seconds": _seconds(meta.get("created_at"), end),
         }
         for name in names:
             cols[name].append(values[name])
-    return cols
-
-
-def _protocol(record: TraceRecord) -> dict[str, Any]:
-    return record.protocol
-
-
-def report_rows(records: Sequence[TraceRecord], index: TreeIndex, names: Sequence[str]) -> Columns:
-    """One row per trace holding a TaskBrief or TaskReport (recursive mode), with the parent's review."""
-    cols = _columns(names)
-    reviews: dict[str, dict[str, Any]] = {}
-    for record in records:
-        for review in _protocol(record).get("reviews") or []:
-            if isinstance(review, dict) and review.get("child_trace_id"):
-                reviews[review["child_trace_id"]] = review
-    for record in records:
-        protocol = _protocol(record)
-        brief, report = protocol.get("brief"), protocol.get("report")
-        if not isinstance(brief, dict) and not isinstance(report, dict):
-            continue
-        brief, report = brief if isinstance(brief, dict) else {}, report if isinstance(report, dict) else {}
-        review = reviews.get(record.trace_id, {})
-        values = {
-            "trace_id": record.trace_id, "parent_trace_id": record.trace.get("parent_trace_id"),
-            "root_trace_id": index.root[record.trace_id], "depth": index.depth[record.trace_id],
-            "role": trace_role(record.trace), "objective": brief.get("objective"), "brief": brief,
-            "outcome": report.get("outcome"), "summary": report.get("summary"),
-            "outputs": list(report.get("outputs") or []), "evidence": list(report.get("evidence") or []),
-            "open_issues": list(report.get("open_issues") or []), "artifacts": list(report.get("artifacts") or []),
-            "submitted_by": report.get("submitted_by"),
-            "review_decision": review.get("decision"), "review_feedback": review.get("feedback"),
-        }
-        for name in names:
-            cols[name].append(values[name])
-    return cols
-
-
-def validation_rows(records: Sequence[TraceRecord], names: Sequence[str]) -> Columns:
-    """One row per judged criterion (one row with no criterion for a validation without any)."""
-    cols = _columns(names)
-    for record in records:
-        for number, validation in enumerate(_protocol(record).get("validations") or []):
-            if not isinstance(validation, dict):
-                continue
-            criteria: list[dict[str, Any] | None] = [c for c in validation.get("criteria") or [] if isinstance(c, dict)] or [None]
-            for position, criterion in enumerate(criteria):
-                criterion = criterion or {}
-                values = {
-                    "trace_id": validation.get("target_trace_id") or record.trace_id,
-                    "validator_trace_id": validation.get("validator_trace_id"),
-                    "validation_index": number, "scope": validation.get("scope"), "verdict": validation.get("verdict"),
-                    "summary": validation.get("summary"),
-                    "criterion_index": position if criterion else None, "criterion": criterion.get("criterion"),
-                    "criterion_verdict": criterion.get("verdict"), "criterion_evidence": criterion.get("evidence"),
-                    "created_at": validation.get("created_at"),
-                }
-                for name in names:
-                    cols[name].append(values[name])
     return cols

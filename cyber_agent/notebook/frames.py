@@ -9,11 +9,13 @@ report lists) stays a Python dict or list in an `object` column: `pd.json_normal
 
 from __future__ import annotations
 
+import os
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from itertools import compress, repeat
 from operator import is_
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -21,6 +23,7 @@ import pandas as pd
 
 from cyber_agent.errors import TraceNotFoundError
 from cyber_agent.notebook import frame_rows as rows
+from cyber_agent.notebook import protocol_rows
 from cyber_agent.notebook.bridge import run_sync
 from cyber_agent.notebook.display import RichDisplay, html_table
 from cyber_agent.notebook.records import (
@@ -49,14 +52,17 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "protocol": O, "root_setup": O, "resource_usage": O,
     },
     "messages": {
-        "trace_id": S, "message_id": S, "sequence": I, "role": S, "goal_id": S, "parent_sequence": NI, "branch": S,
+        "trace_id": S, "message_id": S, "sequence": I, "message_role": S, "goal_id": S, "parent_sequence": NI,
+        "branch": S,
         "on_main_path": B, "text": S, "n_tool_calls": I, "tool_call_names": S, "tool_call_id": S, "tool_name": S,
         "is_error": NB, "refused": S, "description": S, "prompt_tokens": I, "completion_tokens": I, "cached_tokens": I,
-        "total_tokens": I, "cost": F, "duration_ms": F, "model": S, "created_at": TS,
+        "total_tokens": I, "cost": F, "duration_ms": F, "model": S, "usage_estimated": B, "cost_estimated": B,
+        "cost_unpriced": B, "truncated": B, "summarized": B, "created_at": TS,
     },
     "tool_calls": {
         "trace_id": S, "message_id": S, "sequence": I, "call_index": I, "call_id": S, "tool_name": S,
-        "arguments": O, "result_sequence": NI, "is_error": NB, "refused": S, "result_chars": NI, "duration_ms": F, "created_at": TS,
+        "arguments": O, "result_sequence": NI, "is_error": NB, "refused": S, "truncated": NB, "summarized": NB,
+        "result_chars": NI, "duration_ms": F, "created_at": TS,
     },
     "goals": {
         "trace_id": S, "goal_id": S, "parent_goal_id": S, "depth": I, "position": I, "description": S, "reason": S,
@@ -69,9 +75,10 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "sub_trace_id": S, "status": S, "payload": O,
     },
     "usage": {
-        "trace_id": S, "root_trace_id": S, "parent": S, "depth": I, "role": S, "label": S, "status": S,
-        "llm_calls": NI, "tool_calls": NI, "prompt_tokens": I, "completion_tokens": I, "cached_tokens": I,
-        "tokens": I, "cost": F, "duration_seconds": F,
+        "trace_id": S, "root_trace_id": S, "parent_trace_id": S, "depth": I, "role": S, "label": S, "status": S,
+        "llm_calls": NI, "tool_calls": NI, "total_prompt_tokens": I, "total_completion_tokens": I,
+        "total_cached_tokens": I, "total_tokens": I, "total_cost": F, "estimated_calls": NI, "unpriced_calls": NI,
+        "duration_seconds": F,
     },
     "reports": {
         "trace_id": S, "parent_trace_id": S, "root_trace_id": S, "depth": I, "role": S, "objective": S, "brief": O,
@@ -81,6 +88,10 @@ SCHEMAS: dict[str, dict[str, str]] = {
     "validations": {
         "trace_id": S, "validator_trace_id": S, "validation_index": I, "scope": S, "verdict": S, "summary": S,
         "criterion_index": NI, "criterion": S, "criterion_verdict": S, "criterion_evidence": S, "created_at": TS,
+    },
+    "verdicts": {
+        "trace_id": S, "validator_trace_id": S, "validation_index": I, "scope": S, "verdict": S, "summary": S,
+        "criteria": I, "passed": I, "failed": I, "unknown": I, "created_at": TS,
     },
 }
 """Column name -> dtype of every frame of `TraceFrames`."""
@@ -158,6 +169,8 @@ class TraceFrames(RichDisplay):
     """Recursive mode: one row per TaskBrief/TaskReport, with the parent's review (empty for legacy)."""
     validations: pd.DataFrame
     """Recursive mode: one row per criterion a Validator judged (empty for legacy)."""
+    verdicts: pd.DataFrame
+    """Recursive mode: one row per validation, its verdict and criteria counted (empty for legacy)."""
 
     @property
     def roots(self) -> list[str]:
@@ -194,6 +207,19 @@ class TraceFrames(RichDisplay):
         return cls(**{
             f.name: pd.concat([getattr(p, f.name) for p in parts], ignore_index=True) for f in fields(cls)
         })
+
+    def to_parquet(self, path: str | os.PathLike[str]) -> Path:
+        """Write every frame to the folder `path`, one Parquet file each (needs pyarrow; see `parquet.py`)."""
+        from cyber_agent.notebook.parquet import write_parquet
+
+        return write_parquet(self, path)
+
+    @classmethod
+    def read_parquet(cls, path: str | os.PathLike[str]) -> TraceFrames:
+        """Read a folder written by `to_parquet` (the same frames, the `SCHEMAS` dtypes)."""
+        from cyber_agent.notebook.parquet import read_parquet
+
+        return read_parquet(path)
 
     def counts(self) -> dict[str, int]:
         """Rows per frame."""
@@ -237,8 +263,9 @@ def frames_from_records(
         events=_frame("events", event_columns if event_columns is not None
                       else rows.event_rows(records, list(SCHEMAS["events"]))),
         usage=_frame("usage", rows.usage_rows(records, index, list(SCHEMAS["usage"]), counts)),
-        reports=_frame("reports", rows.report_rows(records, index, list(SCHEMAS["reports"]))),
-        validations=_frame("validations", rows.validation_rows(records, list(SCHEMAS["validations"]))),
+        reports=_frame("reports", protocol_rows.report_rows(records, index, list(SCHEMAS["reports"]))),
+        validations=_frame("validations", protocol_rows.validation_rows(records, list(SCHEMAS["validations"]))),
+        verdicts=_frame("verdicts", protocol_rows.verdict_rows(records, list(SCHEMAS["verdicts"]))),
     )
 
 

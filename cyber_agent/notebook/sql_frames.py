@@ -32,9 +32,16 @@ __all__ = ["sql_event_rows", "sql_message_tables"]
 _MESSAGES = """
 SELECT message_id, sequence, role, goal_id, parent_sequence, branch, tool_call_id, tool_name, description,
        prompt_tokens, completion_tokens, cached_tokens, prompt_tokens + completion_tokens, cost, duration_ms,
-       created_at, text, n_tool_calls, tool_call_names, is_error, refused, model, content_is_text
+       created_at, text, n_tool_calls, tool_call_names, is_error, refused, model,
+       coalesce(data ->> '$.metadata.usage_estimated', 0), coalesce(data ->> '$.metadata.cost_estimated', 0),
+       coalesce(data ->> '$.metadata.cost_unpriced', 0),
+       coalesce(data ->> '$.metadata.truncated', 0) OR coalesce(data ->> '$.metadata.payload.path' = 'truncated', 0),
+       coalesce(data ->> '$.metadata.payload.path' = 'summarized', 0),
+       content_is_text
 FROM messages WHERE trace_id = ? ORDER BY sequence
 """
+# Columns of a `_MESSAGES` row: the messages frame's (`_MESSAGE_COLUMNS`), then content_is_text.
+_FLAGS = ("usage_estimated", "cost_estimated", "cost_unpriced", "truncated", "summarized")
 _CALLS = """
 SELECT json_group_array(json(tool_calls)) FROM (
     SELECT tool_calls FROM messages WHERE trace_id = ? AND n_tool_calls > 0 ORDER BY sequence)
@@ -57,38 +64,44 @@ def sql_message_tables(store: SQLiteTraceStore, records: Sequence[TraceRecord]) 
     conn = store.connection()
     columns: Columns = {name: [] for name in (*_MESSAGE_COLUMNS, "trace_id", "on_main_path")}
     calls: Columns = {name: [] for name in _CALL_COLUMNS}
-    counts: list[tuple[int, int]] = []
+    counts: list[tuple[int, int, int, int]] = []
     refusals: list[str | None] = []
     loads = json.loads
+    flag_at = {name: _MESSAGE_COLUMNS.index(name) for name in _FLAGS}
     for record in records:
         trace_id = record.trace_id
         rows = conn.execute(_MESSAGES, (trace_id,)).fetchall()
         if not rows:
-            counts.append((0, 0))
+            counts.append((0, 0, 0, 0))
             refusals.append(None)
             continue
         transposed = list(zip(*rows, strict=True))
         for name, values in zip(_MESSAGE_COLUMNS, transposed, strict=False):  # all but content_is_text
             columns[name].extend(values)
         sequences, roles = transposed[1], transposed[2]
-        errors, refused, is_text = transposed[19], transposed[20], transposed[22]
+        errors, refused, is_text = transposed[19], transposed[20], transposed[len(_MESSAGE_COLUMNS)]
         columns["is_error"][-len(rows):] = [None if e is None else bool(e) for e in errors]
+        flags = {name: [bool(v) for v in transposed[at]] for name, at in flag_at.items()}
+        for name, flag in flags.items():
+            columns[name][-len(rows):] = flag
         parents = dict(zip(sequences, transposed[4], strict=True))
         results: dict[str, list[tuple[Any, ...]]] = {}
         last_refusal: str | None = None
-        for sequence, role, call_id, text, error, refusal, text_content, duration in zip(
-                sequences, roles, transposed[6], transposed[16], errors, refused, is_text, transposed[14], strict=True):
+        for sequence, role, call_id, text, error, refusal, text_content, duration, cut, shortened in zip(
+                sequences, roles, transposed[6], transposed[16], errors, refused, is_text, transposed[14],
+                flags["truncated"], flags["summarized"], strict=True):
             if role == "tool":
                 if call_id:
                     results.setdefault(call_id, []).append(
-                        (sequence, bool(error), len(text) if text_content else None, duration, refusal))
+                        (sequence, bool(error), len(text) if text_content else None, duration, refusal, cut, shortened))
                 if refusal is not None:
                     last_refusal = text if text_content else _content_text(conn, trace_id, sequence)
         callers = [(row[0], row[1], row[15]) for row in rows if row[17]]
         (listed,), = conn.execute(_CALLS, (trace_id,)).fetchall()
         pending = [(message_id, sequence, at, [(c[0], c[1], c[2]) for c in calls])
                    for (message_id, sequence, at), calls in zip(callers, loads(listed), strict=True)]
-        counts.append((roles.count("assistant"), roles.count("tool")))
+        estimated = sum(u or c for u, c in zip(flags["usage_estimated"], flags["cost_estimated"], strict=True))
+        counts.append((roles.count("assistant"), roles.count("tool"), estimated, sum(flags["cost_unpriced"])))
         refusals.append(last_refusal)
         main = _main_path(parents, int(record.trace.get("head_sequence") or 0))
         columns["trace_id"].extend([trace_id] * len(rows))
@@ -116,9 +129,10 @@ def sql_event_rows(store: SQLiteTraceStore, records: Sequence[TraceRecord], name
         (listed,), = conn.execute(_PAYLOADS, (record.trace_id,)).fetchall()
         payloads = [p if isinstance(p, dict) else {} for p in loads(listed)]
         goals = [p.get("goal_id") or (g.get("id") if isinstance(g := p.get("goal"), dict) else None) for p in payloads]
-        for name, values in zip(_EVENT_COLUMNS, (
-                [record.trace_id] * len(rows), numbers, kinds, times, goals, sequences,
-                [p.get("trace_id") if k in _SUB_TRACE_EVENTS else None for p, k in zip(payloads, kinds, strict=True)],
-                [p.get("status") for p in payloads], payloads), strict=True):
-            cols[name].extend(values)
+        values: tuple[Sequence[Any], ...] = (
+            [record.trace_id] * len(rows), numbers, kinds, times, goals, sequences,
+            [p.get("trace_id") if k in _SUB_TRACE_EVENTS else None for p, k in zip(payloads, kinds, strict=True)],
+            [p.get("status") for p in payloads], payloads)
+        for name, column in zip(_EVENT_COLUMNS, values, strict=True):
+            cols[name].extend(column)
     return cols

@@ -83,7 +83,7 @@ def _report_rounds(frames: TraceFrames, trace_id: str, final: dict[str, Any] | N
 def _candidate_answers(frames: TraceFrames, trace: Any) -> list[dict[str, Any]]:
     """A recursive root's final texts (each a candidate for the root validator), as reports."""
     messages = frames.messages
-    finals = messages[(messages["trace_id"] == trace.trace_id) & (messages["role"] == "assistant")
+    finals = messages[(messages["trace_id"] == trace.trace_id) & (messages["message_role"] == "assistant")
                       & messages["on_main_path"] & (messages["n_tool_calls"] == 0)]
     texts = [t for t in finals.sort_values("sequence")["text"] if isinstance(t, str) and t.strip()]
     if not texts and isinstance(trace.result_summary, str):

@@ -52,3 +52,19 @@ def test_a_recursive_root_says_what_it_can_do_on_an_unknown_task_and_fails_fast(
     answers = [m.content.text for m in result.messages if m.role == "assistant" and m.content and m.content.text]
     assert answers and all(a == RECURSIVE_HELP for a in answers)
     assert sum(m.role == "assistant" for m in result.messages) <= 3  # one answer per root attempt, no pipeline
+
+
+def test_the_demo_model_can_be_priced_as_a_named_model():
+    from cyber_agent.llm.pricing import PRICE_TABLE
+
+    priced = resolve_llm("demo:price_as=gpt-4o-mini,latency=0").llm_call
+    messages = [{"role": "user", "content": "What is 1 + 1?"}]
+    reply = asyncio.run(priced(messages, "demo", []))
+    price = PRICE_TABLE["gpt-4o-mini"]
+    expected = (reply.usage.prompt_tokens * price.input + reply.usage.completion_tokens * price.output) / 1e6
+    assert reply.cost == pytest.approx(expected) and reply.cost > 0 and reply.cost_estimated
+    free = asyncio.run(resolve_llm("demo").llm_call(messages, "demo", []))
+    assert free.cost == 0.0 and not free.cost_estimated
+    with pytest.raises(ConfigurationError) as error:
+        resolve_llm("demo:price_as=no-such-model")
+    assert error.value.setting == "price_as"

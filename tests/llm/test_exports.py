@@ -21,6 +21,7 @@ NOT_REEXPORTED = {
     "replay": {"FORMAT_VERSION", "canonical_request"},
     "pricing": {"with_cost"},
     "provider_errors": {"Origin", "exhausted_text", "status_hint", "transport_text"},
+    "call_site": {"at_site", "current_position", "current_site", "id_mapping", "normalise_ids", "rename_ids", "tree_position"},
     "settings": {"DEFAULT_CONNECT_TIMEOUT", "DEFAULT_READ_TIMEOUT", "DEFAULT_RETRIES", "DIALECT_ENV", "ENV_VARS"},
     "pytest_plugin": {"ScriptedModelFactory", "scripted_model"},
     "demo_recursive": {"FIRST_READ_LINES", "RECURSIVE_HELP", "recursive_step"},

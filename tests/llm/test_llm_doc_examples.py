@@ -16,7 +16,7 @@ def python_blocks() -> list[str]:
 
 
 def test_the_page_has_provider_examples():
-    assert len(python_blocks()) >= 4
+    assert len(python_blocks()) >= 5
 
 
 @pytest.mark.parametrize("index", range(len(python_blocks())))

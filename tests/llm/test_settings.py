@@ -61,9 +61,10 @@ def test_explicit_beats_environment_beats_default_and_resolving_twice_changes_no
 
 
 @pytest.mark.parametrize("bad", [{"timeout": -1}, {"connect_timeout": 0}, {"retries": -1}, {"backoff_cap": float("inf")},
-                                 {"max_tokens": 0}, {"surprise": 1}])
+                                 {"max_tokens": 0}, {"surprise": 1}, {"extra_headers": {"Bad Name": "x"}},
+                                 {"extra_headers": {"X-Ok": "a\r\nInjected: 1"}}])
 def test_out_of_range_settings_are_refused(bad: dict):
-    with pytest.raises(ValidationError, match=next(iter(bad))):
+    with pytest.raises(ValidationError, match=next(iter(bad))):  # the message names the field
         ProviderSettings(**bad)
 
 

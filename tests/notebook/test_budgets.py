@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 from matplotlib.figure import Figure
 
@@ -28,7 +29,7 @@ def test_legacy_budget_frame_is_usage_without_limits(demo_store, demo_root):
     assert frame["limit"].isna().all() and frame["percent"].isna().all() and frame["refusal"].isna().all()
     frames = to_frames(demo_store, demo_root)
     assert frame.loc["agents", "used"] == 5
-    assert frame.loc["llm_calls", "used"] == (frames.messages["role"] == "assistant").sum()
+    assert frame.loc["llm_calls", "used"] == (frames.messages["message_role"] == "assistant").sum()
     assert frame.loc["tokens", "used"] == frames.traces["total_tokens"].sum()
     assert frame.loc["duration_seconds", "used"] > 0
     assert frame.loc["validation_tool_calls", "used"] == 0
@@ -59,20 +60,20 @@ def test_recursive_budget_reads_limits_and_recorded_usage(recursive_store):
 def test_usage_by_agent_has_one_row_per_trace(recursive_store):
     store, root = recursive_store
     frame = usage_by_agent(store, root)
-    assert list(frame.columns[:8]) == ["trace_id", "root_trace_id", "parent", "depth", "role", "label", "status", "llm_calls"]
+    assert list(frame.columns[:8]) == ["trace_id", "root_trace_id", "parent_trace_id", "depth", "role", "label", "status", "llm_calls"]
     assert list(frame["role"]) == ["main", "delegate", "validator"]
     assert list(frame["depth"]) == [0, 1, 2]
     assert list(frame["llm_calls"]) == [1, 1, 1]
-    assert list(frame["tokens"]) == [15, 15, 15]
+    assert list(frame["total_tokens"]) == [15, 15, 15]
 
 
 def test_usage_over_time_is_cumulative(demo_store, demo_root):
     series = usage_over_time(demo_store, demo_root)
     assert series["time"].is_monotonic_increasing
-    assert list(series["llm_calls"]) == list(range(1, len(series) + 1))
-    assert series["tokens"].is_monotonic_increasing and series["agents"].is_monotonic_increasing
-    assert series["agents"].iloc[0] == 1 and series["agents"].iloc[-1] == 5
-    assert series["tokens"].iloc[-1] == series["call_tokens"].sum()
+    assert list(series["cumulative_llm_calls"]) == list(range(1, len(series) + 1))
+    assert series["cumulative_tokens"].is_monotonic_increasing and series["cumulative_agents"].is_monotonic_increasing
+    assert series["cumulative_agents"].iloc[0] == 1 and series["cumulative_agents"].iloc[-1] == 5
+    assert series["cumulative_tokens"].iloc[-1] == series["total_tokens"].sum()
     assert str(series["time"].dtype) == "datetime64[ns, UTC]"
 
 
@@ -84,3 +85,18 @@ def test_charts_are_figures(demo_store, demo_root, recursive_store):
     titles = [f.axes[0].get_title(loc="left") for f in figures]
     assert "legacy runs have no limits" in titles[0]
     assert "used vs limit" in titles[1]
+
+
+def test_the_budget_table_reads_in_units_with_the_refusal_and_the_stop_reason(recursive_store, demo_store, demo_root):
+    from cyber_agent.notebook import budget_table
+
+    store, root = recursive_store
+    table = budget_table(store, root)
+    text = table.to_text()
+    assert re.search(r"^llm calls +19 +20 +1 +95\.0%  llm_calls: used 18 of 18$", text, re.M)
+    assert "$0.2500" in text and "600.0 s" in text and "e+0" not in text and "<NA>" not in text
+    assert "last refusal: llm_calls: used 18 of 18" in text
+    assert "<caption" in table.to_html() and "95.0%" in table.to_html()
+    legacy = budget_table(budget_frame(demo_store, demo_root)).to_text()
+    assert legacy.splitlines()[0] == "Tree budget (legacy, no limits, usage from traces)"
+    assert re.search(r"^agents +5 +— +— +—$", legacy, re.M)

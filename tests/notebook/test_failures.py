@@ -63,9 +63,9 @@ def test_budget_frame_has_the_child_quota_row_and_the_refusal(refused_run):
 def test_frames_flag_refused_calls(refused_run):
     handle, _ = refused_run
     frames = to_frames(handle.store, handle.trace_id)
-    tools = frames.messages[frames.messages["role"] == "tool"]
+    tools = frames.messages[frames.messages["message_role"] == "tool"]
     assert list(tools["refused"]) == ["children"] * 3
-    assert frames.messages.loc[frames.messages["role"] != "tool", "refused"].isna().all()
+    assert frames.messages.loc[frames.messages["message_role"] != "tool", "refused"].isna().all()
     assert list(frames.tool_calls["refused"]) == ["children"] * 3
     assert frames.traces.loc[0, "refusal"].startswith(QUOTA)
 
@@ -101,5 +101,5 @@ def test_agents_mean_the_same_in_progress_budget_and_usage_over_time(tmp_path):
     assert validators > 0 and agents > 1
     assert handle.snapshot.agents == agents and handle.snapshot.validators == validators
     assert budget_frame(tmp_path, handle.trace_id).loc["agents", "used"] == agents
-    assert usage_over_time(tmp_path, handle.trace_id)["agents"].iloc[-1] == agents
+    assert usage_over_time(tmp_path, handle.trace_id)["cumulative_agents"].iloc[-1] == agents
     assert f"{agents} agents + {validators} validators" in handle.snapshot.to_text()

@@ -86,7 +86,7 @@ def test_messages_tool_calls_and_goals_of_the_demo(demo_store, demo_root):
     goals = frames.goals[frames.goals["trace_id"] == demo_root]
     assert list(goals["goal_id"]) == ["1", "2", "3", "4"] and list(goals["depth"]) == [0, 1, 1, 1]
     assert goals.set_index("goal_id").loc["3", "n_sub_traces"] == 4
-    assert frames.usage["llm_calls"].sum() == (frames.messages["role"] == "assistant").sum()
+    assert frames.usage["llm_calls"].sum() == (frames.messages["message_role"] == "assistant").sum()
     assert frames.roots == [demo_root]
     assert set(frames.events["type"]) >= {"message_added", "goal_added", "sub_trace_started", "trace_completed"}
 

@@ -30,7 +30,7 @@ def test_launch_from_sync_code_runs_the_demo_and_counts_the_whole_tree(tmp_path)
     assert progress.status == "completed"
     assert progress.agents == len(frames.traces) == 5
     assert progress.depth == 1
-    assert progress.llm_calls == int((frames.messages["role"] == "assistant").sum())
+    assert progress.llm_calls == int((frames.messages["message_role"] == "assistant").sum())
     assert progress.tokens == int(frames.traces["total_tokens"].sum())
     assert progress.running == 0 and progress.current == ()
 

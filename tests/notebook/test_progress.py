@@ -69,7 +69,7 @@ def test_progress_shows_each_agents_current_tool_and_catches_up_within_one_refre
         assert tools == {"main": "agent", "delegate 1": "hold"}
         assert snapshot.agents == 2 and snapshot.running == 2 and snapshot.depth == 1
         frames = to_frames(handle.store, handle.trace_id)
-        assert snapshot.llm_calls == int((frames.messages["role"] == "assistant").sum()) == 2
+        assert snapshot.llm_calls == int((frames.messages["message_role"] == "assistant").sum()) == 2
         assert snapshot.tokens == int(frames.messages["total_tokens"].sum())
         assert "delegate 1: hold" in snapshot.current and "delegate 1: hold" in snapshot.to_text()
         html = snapshot.to_html()

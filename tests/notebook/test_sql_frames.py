@@ -14,7 +14,7 @@ from cyber_agent.notebook import to_frames
 from cyber_agent.notebook.frames import frames_from_records
 from cyber_agent.trace import Message, SQLiteTraceStore, Trace
 
-FRAMES = ("traces", "messages", "tool_calls", "goals", "events", "usage", "reports", "validations")
+FRAMES = ("traces", "messages", "tool_calls", "goals", "events", "usage", "reports", "validations", "verdicts")
 
 
 def _records_path(store: SQLiteTraceStore):  # noqa: ANN202
@@ -48,12 +48,14 @@ async def test_awkward_messages_give_the_same_frames_both_ways(tmp_path: Path) -
         Message.create(trace_id=tid, role="user", content=None),
         Message.create(trace_id=tid, role="assistant", content={"text": None, "tool_calls": [
             {"id": "a", "name": "x", "arguments": {}}, {"id": "b", "name": "", "arguments": {"k": [1, "ü"]}}]},
-            metadata={"model": "m1"}),
+            metadata={"model": "m1", "cost_estimated": True, "usage_estimated": True}),
         Message.create(trace_id=tid, role="tool", tool_call_id="a", tool_name="x", content="ok ü",
-                       metadata={"is_error": False}),
+                       metadata={"is_error": False, "truncated": True}),
         Message.create(trace_id=tid, role="tool", tool_call_id="b", tool_name="", content="bad",
-                       metadata={"is_error": True}, duration_ms=1.5),
-        Message.create(trace_id=tid, role="assistant", content={"text": "done", "tool_calls": []}),
+                       metadata={"is_error": True, "refused": "children", "payload": {"path": "summarized"}},
+                       duration_ms=1.5),
+        Message.create(trace_id=tid, role="assistant", content={"text": "done", "tool_calls": []},
+                       metadata={"cost_unpriced": True, "cost_estimated": False}),
     ):
         message.parent_sequence = (await store.require_trace(tid)).total_messages or None  # one chain
         await store.add_message(message)
@@ -62,4 +64,7 @@ async def test_awkward_messages_give_the_same_frames_both_ways(tmp_path: Path) -
     frames = to_frames(store)
     assert frames.messages.on_main_path.tolist() == [True, True, True, False, False]
     assert frames.tool_calls.is_error.tolist() == [False, True]
+    assert frames.tool_calls[["truncated", "summarized"]].values.tolist() == [[True, False], [False, True]]
+    assert frames.tool_calls["refused"].fillna("").tolist() == ["", "children"]
+    assert frames.usage[["estimated_calls", "unpriced_calls"]].values.tolist() == [[1, 1]]
     _assert_same(frames, frames_from_records(await store.read_records(None)))

@@ -54,7 +54,7 @@ def test_trace_graph_of_the_demo(demo_store, demo_root):
     assert (root["role"], root["status"], root["depth"]) == ("main", "completed", 0)
     child = graph.nodes[next(iter(graph.successors(demo_root)))]
     assert child["role"] == "explore" and child["depth"] == 1 and child["tokens"] > 0
-    assert child["label"].startswith("explore 1")
+    assert child["label"].startswith("1 explore\nregion East")
     assert sum(graph.nodes[n]["tokens"] for n in graph) > root["tokens"]
 
 
@@ -95,9 +95,9 @@ def test_drawings_are_figures_with_one_edge_collection_and_one_scatter(demo_stor
     assert plt.get_fignums() == before  # nothing registered with pyplot, nothing shown behind the caller's back
 
 
-def test_big_trees_label_only_what_stays_readable():
+def test_unfolded_big_trees_label_only_what_stays_readable():
     graph = random_tree(1000)
-    fig = draw_tree(graph)
+    fig = draw_tree(graph, fold=False)
     lines, points = _artists(fig)
     assert len(lines[0].get_segments()) == 999
     assert len(points[0].get_offsets()) == 1000

@@ -11,7 +11,9 @@ from cyber_agent.errors import InvalidUpdateError
 from cyber_agent.trace import FileSystemTraceStore, InMemoryTraceStore, Trace
 from cyber_agent.trace.state import RUNNER_OWNED_CONTEXT
 
-EXPORT = Path(__file__).resolve().parents[2] / "data" / "exports" / "recursive_demo.jsonl"
+# A recursive demo exported before the state was typed, kept here: data/exports/ holds samples that
+# data/make_exports.py rewrites in the current format.
+EXPORT = Path(__file__).resolve().parent / "data" / "recursive_demo_untyped.jsonl"
 
 
 def _old_records() -> list[dict]:

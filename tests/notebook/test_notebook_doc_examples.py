@@ -25,7 +25,7 @@ def _blocks() -> list[tuple[int, str]]:
 
 
 def test_the_page_has_examples():
-    assert len(_blocks()) >= 3
+    assert len(_blocks()) >= 5
 
 
 @pytest.mark.parametrize(("line", "source"), _blocks(), ids=lambda v: f"line {v}" if isinstance(v, int) else "")

@@ -1,0 +1,325 @@
+"""Drawing a tree DiGraph as a matplotlib Figure: tidy layout, one edge collection, one scatter.
+
+Layout: `tidy_tree_layout` — leaves take consecutive slots in depth-first order, a parent sits
+centred over its first and last child, y = -depth. Crossing-free and O(n); networkx has no tree
+layout (bfs/multipartite layouts centre each layer on its own and lose the shape).
+
+Fitting (`cyber_agent/notebook/tree_fit.py`): unless `fold=False`, the tree is folded to what
+fits `MAX_WIDTH` × `MAX_HEIGHT` at the labels' own size, and the figure gets exactly the inches
+its leaves and levels need (so labels are never shrunk by a huge canvas). `orientation="auto"`
+draws top-down when the whole tree fits that way and left to right otherwise (a notebook
+scrolls down, not sideways). Every edge is in ONE LineCollection (elbow connectors), every node
+in ONE scatter (the marker of each point set per role).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any, Literal
+
+import networkx as nx
+from matplotlib.collections import LineCollection
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.markers import MarkerStyle
+
+from cyber_agent.notebook.tree_fit import (
+    CHAR_WIDTH,
+    FOLDED_ROLE,
+    LEGEND_WIDTH,
+    MAX_HEIGHT,
+    MAX_WIDTH,
+    budget_for,
+    fold_tree,
+    label_size,
+    wrap_label,
+)
+from cyber_agent.notebook.tree_labels import VERDICT_MARKS
+
+__all__ = ["ROLE_MARKERS", "STATUS_COLORS", "VERDICT_COLORS", "Orientation", "draw_tree", "tidy_tree_layout"]
+
+Orientation = Literal["vertical", "horizontal", "auto"]
+STATUS_COLORS: dict[str, str] = {
+    "completed": "#2ca02c", "running": "#1f77b4", "in_progress": "#1f77b4", "failed": "#d62728",
+    "stopped": "#ff7f0e", "waiting_confirmation": "#9467bd", "waiting_children": "#17becf",
+    "pending_review": "#bcbd22", "pending": "#c7c7c7", "abandoned": "#7f7f7f", FOLDED_ROLE: "#e4e4e4",
+}
+"""Fill colour of a node by status (traces, goals, count nodes)."""
+VERDICT_COLORS: dict[str, str] = {"pass": "#2ca02c", "fail": "#d62728", "unknown": "#e7ba52"}
+"""A validator's fill and a judged trace's ring, by verdict (a node's `verdict` attribute)."""
+ROLE_MARKERS: dict[str, str] = {
+    "main": "s", "explore": "o", "delegate": "^", "agent": "o", "validator": "D",
+    "goal": "o", "agent_call": "s", "trace": "D", FOLDED_ROLE: "P",
+}
+"""Marker of a node by role (trace trees) or kind (goal trees); other roles cycle through `_SPARE_MARKERS`."""
+_SPARE_MARKERS = ("v", "p", "h", "*", "X", "<", ">")
+_UNKNOWN_COLOR = "#444444"
+_ENDED_BADLY = ("failed", "stopped")
+MAX_LABELLED_NODES = 60
+"""Unfolded (`fold=False`) drawings above this many nodes label only the root and first level (or only the root)."""
+MIN_LABEL_WIDTH = 1.0  # inches: labels of a deep left-to-right tree are wrapped down to this
+MIN_WRAP = 14  # characters
+MAX_LEVELS = 9  # levels a deep tree is narrowed for; deeper ones fold
+DEFAULT_MAX_NODES = 60
+"""Nodes a folded drawing shows at most unless `max_nodes` says otherwise (every one labelled: ~10 ms each to render)."""
+
+
+def tidy_tree_layout(graph: nx.DiGraph, root: Hashable | None = None) -> dict[Hashable, tuple[float, float]]:
+    """Return {node: (x, y)}: leaves at x = 0, 1, 2... in DFS order, parents centred, y = -depth."""
+    roots = [root] if root is not None else [n for n in graph if graph.in_degree(n) == 0]
+    pos: dict[Hashable, tuple[float, float]] = {}
+    next_leaf = 0.0
+    for start in roots:
+        stack: list[tuple[Hashable, int, bool]] = [(start, 0, False)]
+        while stack:  # iterative post-order: deep trees never hit the recursion limit
+            node, depth, expanded = stack.pop()
+            children = [c for c in graph.successors(node) if c not in pos]
+            if expanded:
+                xs = [pos[c][0] for c in graph.successors(node) if c in pos]
+                pos[node] = ((xs[0] + xs[-1]) / 2 if xs else next_leaf, -float(depth))
+            elif not children:
+                pos[node] = (next_leaf, -float(depth))
+                next_leaf += 1.0
+            else:
+                stack.append((node, depth, True))
+                stack.extend((c, depth + 1, False) for c in reversed(children))
+    return pos
+
+
+def _markers(roles: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    spare = iter(_SPARE_MARKERS * 4)
+    for role in roles:
+        out[role] = ROLE_MARKERS.get(role) or next(spare)
+    return out
+
+
+def _fit(graph: nx.DiGraph, root: Hashable | None, orientation: Orientation, fontsize: float,
+         max_depth: int | None, max_nodes: int | None) -> tuple[nx.DiGraph, Literal["vertical", "horizontal"], float, float,
+                                                               int | None]:
+    """The folded graph, its orientation, the inches of one leaf and one level, and the label wrap width (chars)."""
+    labels = [str(d.get("label", n)) for n, d in graph.nodes(data=True)]
+    width, lines = label_size(labels, fontsize)
+    width = min(width, 2.6)  # a longer line is clipped by its neighbour, not given more room
+    lines = max(lines, 2)  # a count node's label has two
+    starts = [root] if root is not None else [n for n in graph if graph.in_degree(n) == 0]
+    levels = 1 + max((d for start in starts for d in nx.single_source_shortest_path_length(graph, start).values()),
+                     default=0)
+    if max_depth is not None:
+        levels = min(levels, max_depth + 1)
+    if orientation == "auto":
+        whole = budget_for("vertical", width, lines, fontsize)
+        leaves = sum(1 for n in graph if graph.out_degree(n) == 0)
+        fits = (leaves <= whole.max_leaves and levels <= whole.max_levels
+                and (DEFAULT_MAX_NODES if max_nodes is None else max_nodes) >= len(graph))
+        orientation = "vertical" if fits else "horizontal"
+    budget = budget_for(orientation, width, lines, fontsize)
+    wrap = None
+    if orientation == "horizontal" and levels > budget.max_levels and width > MIN_LABEL_WIDTH:
+        # A deep tree (goal → step → sub-agent → goal ...): narrower, taller labels buy levels.
+        room = (MAX_WIDTH - LEGEND_WIDTH - 0.4) / min(levels, MAX_LEVELS) - 0.45
+        wrap = max(MIN_WRAP, int(max(room, MIN_LABEL_WIDTH) / (CHAR_WIDTH * fontsize)))
+        width, lines = label_size((wrap_label(label, wrap) for label in labels), fontsize)
+        budget = budget_for(orientation, width, max(lines, 2), fontsize)
+    depth = budget.max_levels - 1 if max_depth is None else min(max_depth, budget.max_levels - 1)
+    folded = fold_tree(graph, root, max_leaves=budget.max_leaves, max_depth=depth,
+                       max_nodes=DEFAULT_MAX_NODES if max_nodes is None else max_nodes)
+    return folded, orientation, budget.leaf, budget.level, wrap
+
+
+def draw_tree(
+    graph: nx.DiGraph,
+    *,
+    orientation: Orientation = "vertical",
+    labels: bool | None = None,
+    title: str | None = None,
+    figsize: tuple[float, float] | None = None,
+    max_depth: int | None = None,
+    max_nodes: int | None = None,
+    fold: bool = True,
+) -> Figure:
+    """Draw a tree DiGraph (nodes with `status`, `role`, `label`, optional `verdict`); return the Figure.
+
+    Folds what does not fit (`cyber_agent/notebook/tree_fit.py:fold_tree`) into count nodes, also
+    below `max_depth` levels and beyond `max_nodes` nodes; `fold=False` draws every node.
+    """
+    root = graph.graph.get("root") if graph.graph.get("root") in graph else None
+    fontsize = 8.0 if graph.number_of_nodes() <= MAX_LABELLED_NODES else 7.0
+    leaf = level = 0.0
+    wrap: int | None = None
+    if fold:
+        graph, orientation, leaf, level, wrap = _fit(graph, root, orientation, fontsize, max_depth, max_nodes)
+    elif orientation == "auto":
+        orientation = "vertical"
+    pos = tidy_tree_layout(graph, root)
+    nodes = list(pos)
+    n = len(nodes)
+    depth_of = {node: -pos[node][1] for node in nodes}
+    leaves = max(1, sum(1 for node in nodes if graph.out_degree(node) == 0))
+    levels = int(max(depth_of.values(), default=0)) + 1
+    horizontal = orientation == "horizontal"
+    if figsize is None:
+        figsize = _figsize(horizontal, leaves, levels, leaf, level, graph, nodes, bool(title))
+
+    def xy(node: Hashable) -> tuple[float, float]:
+        x, y = pos[node]
+        return (-y, -x) if horizontal else (x, y)
+
+    fig = Figure(figsize=figsize)
+    # Fixed margins in inches instead of constrained layout: measuring every label costs ~0.3 s at 1k nodes.
+    fig.subplots_adjust(left=0.15 / figsize[0], right=1 - (LEGEND_WIDTH - 0.1) / figsize[0], bottom=0.1 / figsize[1],
+                        top=1 - (0.45 if title else 0.15) / figsize[1])
+    ax = fig.add_subplot()
+    ax.set_axis_off()
+    segments = []
+    for parent, child in graph.edges():
+        if parent in pos and child in pos:
+            (px, py), (cx, cy) = xy(parent), xy(child)
+            mid = (px + 0.5, py) if horizontal else (px, py - 0.5)
+            segments.append([(px, py), mid, (mid[0], cy), (cx, cy)] if horizontal else [(px, py), mid, (cx, mid[1]), (cx, cy)])
+    ax.add_collection(LineCollection(segments, colors="#9a9a9a", linewidths=0.9 if n <= 200 else 0.4, zorder=1))
+
+    statuses = [str(graph.nodes[node].get("status")) for node in nodes]
+    roles = [str(graph.nodes[node].get("role", "agent")) for node in nodes]
+    verdicts = [graph.nodes[node].get("verdict") for node in nodes]
+    hidden_bad = [bool(graph.nodes[node].get("failed") or graph.nodes[node].get("stopped") or graph.nodes[node].get("rejected"))
+                  if role == FOLDED_ROLE else False for node, role in zip(nodes, roles)]
+    marker_of = _markers(list(dict.fromkeys(roles)))
+    coords = [xy(node) for node in nodes]
+    fills, edges, widths = _node_colors(statuses, roles, verdicts, hidden_bad, thin=n > 200)
+    scatter = ax.scatter([c[0] for c in coords], [c[1] for c in coords], s=_marker_size(n, leaf, fold), zorder=3,
+                         c=fills, edgecolors=edges, linewidths=widths)
+    paths = {}
+    for role, marker in marker_of.items():
+        style = MarkerStyle(marker)
+        paths[role] = style.get_path().transformed(style.get_transform())
+    scatter.set_paths([paths[role] for role in roles])
+
+    if labels is None or labels:
+        _draw_labels(ax, graph, {node: xy(node) for node in nodes}, depth_of, horizontal=horizontal, figsize=figsize,
+                     fontsize=fontsize, everything=fold, wrap=wrap)
+    xs, ys = [c[0] for c in coords] or [0.0], [c[1] for c in coords] or [0.0]
+    if horizontal:
+        ax.set_xlim(min(xs) - 0.3, max(xs) + 1.0)
+        ax.set_ylim(min(ys) - 0.6, max(ys) + 0.6)
+    else:
+        ax.set_xlim(min(xs) - 0.6, max(xs) + 0.6)
+        ax.set_ylim(min(ys) - 0.75, max(ys) + 0.35)
+    _legend(ax, statuses, roles, verdicts, marker_of)
+    if title:
+        ax.set_title(title, fontsize=10, loc="left")
+    return fig
+
+
+def _figsize(horizontal: bool, leaves: int, levels: int, leaf: float, level: float, graph: nx.DiGraph,
+             nodes: list[Hashable], titled: bool) -> tuple[float, float]:
+    """Inches for `leaves` × `levels` at the fitted spacing (or the unfolded rule), within the caps."""
+    extra_h = 0.25 + (0.45 if titled else 0.15)
+    if not leaf:  # unfolded: the rule of thumb of the first version
+        lines = max((str(graph.nodes[node].get("label", "")).count("\n") + 1 for node in nodes), default=1)
+        leaf = (0.2 + 0.16 * lines) if horizontal else (1.3 if len(nodes) <= MAX_LABELLED_NODES else 0.03)
+        level = 2.8 if horizontal else (1.15 if len(nodes) <= MAX_LABELLED_NODES else 0.5)
+    if horizontal:
+        width, height = (levels + 0.3) * level + LEGEND_WIDTH + 0.25, (leaves + 0.2) * leaf + extra_h
+    else:
+        width, height = (leaves + 0.2) * leaf + LEGEND_WIDTH + 0.25, (levels + 0.1) * level + extra_h
+    return (min(max(width, 6.0), MAX_WIDTH), min(max(height, 2.6), MAX_HEIGHT))
+
+
+def _marker_size(n: int, leaf: float, fitted: bool) -> float:
+    if fitted and leaf:
+        return max(16.0, min(170.0, (leaf * 72 * 0.4) ** 2))
+    return 170.0 if n <= MAX_LABELLED_NODES else max(4.0, min(60.0, 6000.0 / n))
+
+
+def _node_colors(statuses: list[str], roles: list[str], verdicts: list[Any], hidden_bad: list[bool], *,
+                 thin: bool) -> tuple[list[str], list[str], list[float]]:
+    """Fill, edge colour and edge width of each node: a validator is filled with its verdict (unless it
+    ended failed or stopped), a judged trace keeps its status fill and gets a thick ring of its verdict,
+    a count node hiding failures gets a red ring."""
+    fills, edges, widths = [], [], []
+    plain_edge, plain_width = ("none", 0.0) if thin else ("#333333", 0.6)
+    ring = 1.2 if thin else 2.2
+    for status, role, verdict, bad in zip(statuses, roles, verdicts, hidden_bad):
+        status_color = STATUS_COLORS.get(status, _UNKNOWN_COLOR)
+        if bad:
+            fills.append(status_color)
+            edges.append(VERDICT_COLORS["fail"])
+            widths.append(ring)
+        elif verdict not in VERDICT_COLORS:
+            fills.append(status_color)
+            edges.append(plain_edge)
+            widths.append(plain_width)
+        elif role == "validator" and status not in _ENDED_BADLY:
+            fills.append(VERDICT_COLORS[verdict])
+            edges.append(plain_edge)
+            widths.append(plain_width)
+        else:
+            fills.append(status_color)
+            edges.append(VERDICT_COLORS[verdict])
+            widths.append(ring)
+    return fills, edges, widths
+
+
+def _legend(ax: Any, statuses: list[str], roles: list[str], verdicts: list[Any], marker_of: dict[str, str]) -> None:
+    shown = [s for s, r, v in zip(statuses, roles, verdicts)
+             if s != FOLDED_ROLE and not (r == "validator" and v in VERDICT_COLORS and s not in _ENDED_BADLY)]
+    handles = [Line2D([], [], ls="", marker="o", ms=8, mfc=STATUS_COLORS.get(s, _UNKNOWN_COLOR), mec="#333333", label=s)
+               for s in dict.fromkeys(shown)]
+    # A verdict is shown as a validator filled with it (a judged trace wears it as a ring).
+    handles += [Line2D([], [], ls="", marker=ROLE_MARKERS["validator"], ms=7, mfc=VERDICT_COLORS[v], mec="#333333",
+                       label=f"verdict {VERDICT_MARKS[v]} {v}") for v in VERDICT_COLORS if v in verdicts]
+    handles += [Line2D([], [], ls="", marker=marker_of[r], ms=8, mfc=STATUS_COLORS[FOLDED_ROLE] if r == FOLDED_ROLE else "white",
+                       mec="#333333", label="folded (+N)" if r == FOLDED_ROLE else r.replace("_", " "))
+                for r in dict.fromkeys(roles)]
+    if handles:
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False,
+                  title="status / verdict / role" if any(verdicts) else "status / role", title_fontsize=8,
+                  borderaxespad=0.0)
+
+
+def _draw_labels(
+    ax: Any, graph: nx.DiGraph, coords: dict[Hashable, tuple[float, float]], depth_of: dict[Hashable, float], *,
+    horizontal: bool, figsize: tuple[float, float], fontsize: float, everything: bool, wrap: int | None = None,
+) -> None:
+    """Label nodes while labels stay readable: no label overlapping its neighbour at the same depth.
+
+    A fitted (folded) tree offers every node; an unfolded big one only the root and first level.
+    """
+    nodes = list(coords)
+    candidates = nodes
+    if not everything and len(nodes) > MAX_LABELLED_NODES:
+        top = [node for node in nodes if depth_of[node] <= 1]
+        candidates = top if len(top) <= MAX_LABELLED_NODES else [node for node in nodes if depth_of[node] == 0]
+    char_w, line_h = fontsize * 0.6 / 72, fontsize * 1.3 / 72
+    along = 1 if horizontal else 0  # the axis along which same-depth labels can collide
+    values = [c[along] for c in coords.values()] or [0.0]
+    span = max(values) - min(values) + 1.2
+    inches = (figsize[1] - 0.8) if horizontal else (figsize[0] - 2.0)
+    per_unit = max(inches, 0.5) / span
+
+    def extent(text: str) -> float:
+        return (text.count("\n") + 1) * line_h if horizontal else max(len(line) for line in text.split("\n")) * char_w
+
+    by_depth: dict[float, list[Hashable]] = {}
+    for node in candidates:
+        by_depth.setdefault(depth_of[node], []).append(node)
+    box = {"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85}
+    for level in by_depth.values():
+        level.sort(key=lambda node: coords[node][along])
+        last: tuple[float, float] | None = None  # (position, half extent) of the last label kept
+        for node in level:
+            text = str(graph.nodes[node].get("label", node))
+            if wrap is not None:
+                text = wrap_label(text, wrap)
+            half = extent(text) / 2
+            where = coords[node][along]
+            if last is not None and abs(where - last[0]) * per_unit < last[1] + half + 0.04:
+                continue
+            last = (where, half)
+            if horizontal:
+                ax.annotate(text, coords[node], xytext=(8, 0), textcoords="offset points", va="center", ha="left",
+                            fontsize=fontsize, zorder=4, bbox=box)
+            else:
+                ax.annotate(text, coords[node], xytext=(0, -9), textcoords="offset points", va="top", ha="center",
+                            fontsize=fontsize, zorder=4, bbox=box)

@@ -1,0 +1,140 @@
+"""TraceExplorer driven through its widget API: rows, expand/collapse, selection, pages, lazy messages."""
+
+from __future__ import annotations
+
+import pytest
+
+from cyber_agent.errors import TraceNotFoundError
+from cyber_agent.notebook import TraceExplorer, to_frames
+from cyber_agent.notebook.sample_tree import write_sample_tree
+from cyber_agent.trace import InMemoryTraceStore
+
+from nb_helpers import REPO
+
+EXPORT = REPO / "data" / "exports" / "recursive_demo.jsonl"
+
+
+class CountingStore(InMemoryTraceStore):
+    """Counts the message reads, to see that only a selected trace's messages are read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.message_reads: list[str] = []
+
+    async def get_main_path_messages(self, trace_id, head_sequence=None):
+        self.message_reads.append(trace_id)
+        return await super().get_main_path_messages(trace_id, head_sequence)
+
+
+@pytest.fixture(scope="module")
+def big():
+    store = CountingStore()
+    return store, write_sample_tree(store, traces=1000, seed=7)
+
+
+def _rows(explorer: TraceExplorer) -> list[str]:
+    return [label.replace("\u00a0", " ") for label, _ in explorer.tree.options]
+
+
+def test_a_thousand_trace_tree_opens_on_the_root_and_its_children(big):
+    store, sample = big
+    store.message_reads.clear()
+    explorer = TraceExplorer(store, sample.root_trace_id)
+    children = [t for t in explorer.frames.traces.loc[explorer.frames.traces["parent_trace_id"] == sample.root_trace_id,
+                                                       "trace_id"]]
+    assert explorer.visible == [sample.root_trace_id, *children]
+    assert len(explorer.tree.options) == 1 + len(children) < 20
+    assert store.message_reads == [sample.root_trace_id]  # only the page shown reads messages
+    rows = _rows(explorer)
+    assert rows[0].startswith("▾ main · Audit the 2026 revenue")
+    assert any(row.startswith("   ▸ 2 delegate") and "(+" in row for row in rows)  # collapsed: what lies below
+    assert f"{len(explorer.tree.options)} of 1000 traces shown" in explorer.status.value
+
+
+def test_expand_and_collapse_through_the_buttons(big):
+    store, sample = big
+    explorer = TraceExplorer(store, sample.root_trace_id)
+    second = explorer.visible[2]
+    explorer.tree.value = second  # a click on the row
+    assert explorer.toggle_button.description == "▸ expand"
+    explorer.toggle_button.click()
+    grandchildren = explorer.children(second)
+    assert explorer.visible[2:3 + len(grandchildren)] == [second, *grandchildren]
+    assert _rows(explorer)[2].lstrip().startswith("▾ 2 delegate") and explorer.toggle_button.description == "▾ collapse"
+    explorer.tree.value = grandchildren[0]
+    explorer.parent_button.click()
+    assert explorer.selected == second
+    explorer.select(grandchildren[0])
+    explorer.collapse(second)  # the selection was hidden: it moves up to the collapsed trace
+    assert explorer.selected == second and grandchildren[0] not in explorer.visible
+    explorer.expand_all_button.click()
+    assert len(explorer.visible) == 1 + len(explorer.children(sample.root_trace_id)) + explorer._below[second][0]
+    explorer.expand_all(sample.root_trace_id)
+    assert len(explorer.tree.options) == 1000
+    explorer.collapse_all_button.click()
+    assert explorer.selected == sample.root_trace_id and len(explorer.visible) == 1 + len(explorer.children(sample.root_trace_id))
+
+
+def test_a_click_shows_the_page_and_reads_that_traces_messages_once(big):
+    store, sample = big
+    explorer = TraceExplorer(store, sample.root_trace_id)
+    frames = explorer.frames
+    judged = frames.validations.groupby("trace_id")["validator_trace_id"].nunique()
+    revised = judged[judged == 2].index[0]
+    store.message_reads.clear()
+    explorer.select(revised)
+    assert revised in explorer.visible and explorer.selected == revised
+    page = explorer.page_of()
+    assert page.section("brief")[0].startswith("objective: ")
+    assert page.section("report")[0].startswith("outcome: completed")
+    assert page.section("report")[-1].startswith("parent's review: ")
+    verdicts = page.section("verdicts")
+    assert verdicts[0].startswith("validation 1 (criteria) by ") and "✗ fail" in verdicts[0]
+    assert any(line.startswith("validation 2") and "✓ pass" in line for line in verdicts)
+    assert page.section("goals")[0].startswith("1. ")
+    assert "LLM calls: 2" in page.section("usage")[1]
+    assert page.section("messages")[0].startswith("#1 assistant [")
+    body = explorer.page.value
+    assert "cyber-agent-explorer-report" in body and "outcome: completed" in body and "✗ fail</span>" in body
+    explorer.tree.value = explorer.root_trace_id
+    explorer.tree.value = revised
+    assert store.message_reads == [revised]  # read once, then cached (the root's were read when it opened)
+
+
+def test_find_selects_and_reveals_matching_traces(big):
+    store, sample = big
+    explorer = TraceExplorer(store, sample.root_trace_id)
+    found = explorer.find("failed")
+    assert found is not None and explorer.selected == found and found in explorer.visible
+    assert explorer.frames.traces.set_index("trace_id").loc[found, "status"] == "failed"
+    assert explorer.page_of().section("report")[0].startswith("error: ")
+    assert "[failed]" in _rows(explorer)[explorer.visible.index(found)]
+    again = explorer.find("failed")  # the next match, after the selected one
+    assert again != found
+    explorer.search.value = "region West"  # typing in the search box (Enter) finds too
+    assert explorer.texts[explorer.selected].title == "region West"
+    explorer.search.value = "no such words anywhere"
+    assert "nothing matches" in explorer.status.value and explorer.find(explorer.search.value) is None
+    with pytest.raises(TraceNotFoundError):
+        explorer.select("not-a-trace")
+
+
+def test_a_validators_page_gives_its_own_verdict_and_the_export_works_too():
+    (root,) = to_frames(EXPORT, messages=False).roots
+    explorer = TraceExplorer(EXPORT, root)
+    explorer.expand_all()
+    validator = next(t for t in explorer.visible if explorer.texts[t].path == "1.1.v1")
+    explorer.tree.value = validator
+    verdicts = explorer.page_of().section("verdicts")
+    assert verdicts[0] == "validation 1 (criteria) of 1.1: ✗ fail"
+    assert _rows(explorer)[explorer.visible.index(validator)].strip() == "· 1.1.v1 validator · ✗ fail · 0/1 criteria"
+    bundle = explorer._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert "1.1.v1 validator" in bundle["text/plain"] and "cyber-agent-explorer-static" in bundle["text/html"]
+
+
+def test_frames_without_messages_say_so():
+    frames = to_frames(EXPORT, messages=False)
+    explorer = TraceExplorer(frames, frames.roots[0])
+    assert explorer.page_of().section("messages") == ("(not loaded)",)
+    assert "LLM calls: ?" in explorer.page_of().section("usage")[1]

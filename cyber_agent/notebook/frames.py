@@ -32,9 +32,8 @@ from cyber_agent.notebook.records import (
     open_source,
     read_records,
 )
-from cyber_agent.notebook.sql_frames import sql_event_rows, sql_message_tables
+from cyber_agent.notebook.sql_frames import sql_dialect, sql_event_rows, sql_message_tables
 from cyber_agent.trace.bulk import gc_paused
-from cyber_agent.trace.sqlite_store import SQLiteTraceStore
 
 __all__ = ["SCHEMAS", "TraceFrames", "ato_frames", "frames_from_records", "to_frames"]
 
@@ -277,7 +276,7 @@ async def ato_frames(
         root_ids = [root_ids]
     store = open_source(source)
     with gc_paused():  # each collection would walk every record loaded so far
-        if isinstance(store, SQLiteTraceStore):  # messages and events read with SQL, not record by record
+        if sql_dialect(store) is not None:  # messages and events read with SQL, not record by record
             records = await read_records(store, root_ids, messages=False, events=False)
             tables = sql_message_tables(store, records) if messages else None
             event_columns = sql_event_rows(store, records, list(SCHEMAS["events"])) if events else None

@@ -1,4 +1,4 @@
-"""The messages, tool-calls and events frames of a SQLite store, read with SQL (issue 16).
+"""The messages, tool-calls and events frames of a SQLite or PostgreSQL store, read with SQL (issue 16).
 
 The records path (`frame_rows.py`) parses every message's JSON in Python. Here nothing parses
 a message: its frame values were computed once when it was written
@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Literal
 
 from cyber_agent.notebook.frame_rows import (
     _CALL_COLUMNS,
@@ -27,37 +29,81 @@ from cyber_agent.notebook.frame_rows import (
 from cyber_agent.trace.records import TraceRecord
 from cyber_agent.trace.sqlite_store import SQLiteTraceStore
 
-__all__ = ["sql_event_rows", "sql_message_tables"]
+__all__ = ["sql_dialect", "sql_event_rows", "sql_message_tables"]
 
-_MESSAGES = """
+Dialect = Literal["sqlite", "postgres"]
+
+
+def sql_dialect(store: object) -> Dialect | None:
+    """Which SQL frames path reads `store` ("sqlite", "postgres"), or None (the records path)."""
+    if isinstance(store, SQLiteTraceStore):
+        return "sqlite"
+    try:
+        from cyber_agent.trace.postgres_store import PostgresTraceStore
+    except ImportError:  # the postgres extra is not installed: no such store can exist
+        return None
+    return "postgres" if isinstance(store, PostgresTraceStore) else None
+
+
+@contextmanager
+def _session(store: Any) -> Iterator[tuple[Any, Dialect]]:
+    dialect = sql_dialect(store)
+    if dialect == "sqlite":
+        yield store.connection(), "sqlite"
+    elif dialect == "postgres":
+        with store.connection() as conn:  # a pooled connection, lent for the whole read
+            yield conn, "postgres"
+    else:
+        raise TypeError(f"no SQL frames path for {type(store).__name__}; use frames_from_records")
+
+_MESSAGES_SQL = """
 SELECT message_id, sequence, role, goal_id, parent_sequence, branch, tool_call_id, tool_name, description,
        prompt_tokens, completion_tokens, cached_tokens, prompt_tokens + completion_tokens, cost, duration_ms,
        created_at, text, n_tool_calls, tool_call_names, is_error, refused, model,
        usage_estimated, cost_estimated, cost_unpriced, truncated, summarized, content_is_text
-FROM messages WHERE trace_id = ? ORDER BY sequence
+FROM messages WHERE trace_id = {p} ORDER BY sequence
 """
+_MESSAGES = {"sqlite": _MESSAGES_SQL.format(p="?"), "postgres": _MESSAGES_SQL.format(p="%s")}
 # Columns of a `_MESSAGES` row: the messages frame's (`_MESSAGE_COLUMNS`), then content_is_text.
 _FLAGS = ("usage_estimated", "cost_estimated", "cost_unpriced", "truncated", "summarized")
-_CALLS = """
+_CALLS = {"sqlite": """
 SELECT json_group_array(json(tool_calls)) FROM (
     SELECT tool_calls FROM messages WHERE trace_id = ? AND n_tool_calls > 0 ORDER BY sequence)
-"""
-_EVENTS = """
+""", "postgres": """
+SELECT coalesce(json_agg(tool_calls::json ORDER BY sequence), '[]'::json)::text
+FROM messages WHERE trace_id = %s AND n_tool_calls > 0
+"""}
+_EVENTS = {"sqlite": """
 SELECT event_id, type, data ->> '$.created_at', CASE WHEN shared = 1 THEN sequence ELSE data ->> '$.payload.message.sequence' END
 FROM events WHERE trace_id = ? ORDER BY event_id
-"""
+""", "postgres": """
+SELECT event_id, type, data::json ->> 'created_at',
+       CASE WHEN shared = 1 THEN sequence ELSE (data::json -> 'payload' -> 'message' ->> 'sequence')::bigint END
+FROM events WHERE trace_id = %s ORDER BY event_id
+"""}
 # One JSON array per trace: one json.loads of a long text costs far less than one per event.
-_PAYLOADS = """
+_PAYLOADS = {"sqlite": """
 SELECT json_group_array(json(payload)) FROM (
     SELECT CASE WHEN type = 'message_added' AND (shared = 1 OR json_type(data, '$.payload.message') = 'object')
                 THEN json_remove(data -> '$.payload', '$.message') ELSE data -> '$.payload' END AS payload
     FROM events WHERE trace_id = ? ORDER BY event_id)
-"""
+""", "postgres": """
+SELECT coalesce(json_agg(CASE WHEN type = 'message_added'
+                                   AND (shared = 1 OR json_typeof(data::json -> 'payload' -> 'message') = 'object')
+                              THEN ((data::jsonb -> 'payload') - 'message')::json ELSE data::json -> 'payload' END
+                         ORDER BY event_id), '[]'::json)::text
+FROM events WHERE trace_id = %s
+"""}
+_CONTENT = "SELECT data FROM messages WHERE trace_id = {p} AND sequence = {p}"
 
 
-def sql_message_tables(store: SQLiteTraceStore, records: Sequence[TraceRecord]) -> MessageTables:
+def sql_message_tables(store: Any, records: Sequence[TraceRecord]) -> MessageTables:
     """The messages and tool-calls columns of `records`' traces (read without their messages)."""
-    conn = store.connection()
+    with _session(store) as (conn, dialect):
+        return _message_tables(conn, dialect, records)
+
+
+def _message_tables(conn: Any, dialect: Dialect, records: Sequence[TraceRecord]) -> MessageTables:
     columns: Columns = {name: [] for name in (*_MESSAGE_COLUMNS, "trace_id", "on_main_path")}
     calls: Columns = {name: [] for name in _CALL_COLUMNS}
     counts: list[tuple[int, int, int, int]] = []
@@ -66,7 +112,7 @@ def sql_message_tables(store: SQLiteTraceStore, records: Sequence[TraceRecord]) 
     flag_at = {name: _MESSAGE_COLUMNS.index(name) for name in _FLAGS}
     for record in records:
         trace_id = record.trace_id
-        rows = conn.execute(_MESSAGES, (trace_id,)).fetchall()
+        rows = conn.execute(_MESSAGES[dialect], (trace_id,)).fetchall()
         if not rows:
             counts.append((0, 0, 0, 0))
             refusals.append(None)
@@ -91,9 +137,9 @@ def sql_message_tables(store: SQLiteTraceStore, records: Sequence[TraceRecord]) 
                     results.setdefault(call_id, []).append(
                         (sequence, bool(error), len(text) if text_content else None, duration, refusal, cut, shortened))
                 if refusal is not None:
-                    last_refusal = text if text_content else _content_text(conn, trace_id, sequence)
+                    last_refusal = text if text_content else _content_text(conn, dialect, trace_id, sequence)
         callers = [(row[0], row[1], row[15]) for row in rows if row[17]]
-        (listed,), = conn.execute(_CALLS, (trace_id,)).fetchall()
+        (listed,), = conn.execute(_CALLS[dialect], (trace_id,)).fetchall()
         pending = [(message_id, sequence, at, [(c[0], c[1], c[2]) for c in calls])
                    for (message_id, sequence, at), calls in zip(callers, loads(listed), strict=True)]
         estimated = sum(u or c for u, c in zip(flags["usage_estimated"], flags["cost_estimated"], strict=True))
@@ -106,23 +152,28 @@ def sql_message_tables(store: SQLiteTraceStore, records: Sequence[TraceRecord]) 
     return MessageTables(columns, calls, counts, refusals)
 
 
-def _content_text(conn: Any, trace_id: str, sequence: int) -> str:
+def _content_text(conn: Any, dialect: Dialect, trace_id: str, sequence: int) -> str:
     """A refused call's result whose content is not text, as the records path shows it (rare)."""
-    (data,), = conn.execute("SELECT data FROM messages WHERE trace_id = ? AND sequence = ?", (trace_id, sequence))
+    sql = _CONTENT.format(p="?" if dialect == "sqlite" else "%s")
+    (data,), = conn.execute(sql, (trace_id, sequence)).fetchall()
     return str(json.loads(data).get("content"))
 
 
-def sql_event_rows(store: SQLiteTraceStore, records: Sequence[TraceRecord], names: Sequence[str]) -> Columns:
+def sql_event_rows(store: Any, records: Sequence[TraceRecord], names: Sequence[str]) -> Columns:
     """The events frame's columns of `records`' traces: a `message_added` payload without its message."""
-    conn = store.connection()
+    with _session(store) as (conn, dialect):
+        return _event_rows(conn, dialect, records, names)
+
+
+def _event_rows(conn: Any, dialect: Dialect, records: Sequence[TraceRecord], names: Sequence[str]) -> Columns:
     cols: Columns = {name: [] for name in names}
     loads = json.loads
     for record in records:
-        rows = conn.execute(_EVENTS, (record.trace_id,)).fetchall()
+        rows = conn.execute(_EVENTS[dialect], (record.trace_id,)).fetchall()
         if not rows:
             continue
         numbers, kinds, times, sequences = zip(*rows, strict=True)
-        (listed,), = conn.execute(_PAYLOADS, (record.trace_id,)).fetchall()
+        (listed,), = conn.execute(_PAYLOADS[dialect], (record.trace_id,)).fetchall()
         payloads = [p if isinstance(p, dict) else {} for p in loads(listed)]
         goals = [p.get("goal_id") or (g.get("id") if isinstance(g := p.get("goal"), dict) else None) for p in payloads]
         values: tuple[Sequence[Any], ...] = (

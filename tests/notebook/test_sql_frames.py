@@ -68,3 +68,24 @@ async def test_awkward_messages_give_the_same_frames_both_ways(tmp_path: Path) -
     assert frames.tool_calls["refused"].fillna("").tolist() == ["", "children"]
     assert frames.usage[["estimated_calls", "unpriced_calls"]].values.tolist() == [[1, 1]]
     _assert_same(frames, frames_from_records(await store.read_records(None)))
+
+
+def test_a_postgresql_store_gives_the_same_frames_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    from tests import pg_server
+
+    if not (pg_server.available() or pg_server.required()):
+        pytest.skip("no PostgreSQL 15 binaries here (CI installs them and requires this test)")
+    from cyber_agent.trace.postgres_store import PostgresTraceStore
+
+    monkeypatch.chdir(Path(__file__).resolve().parents[2])
+    db = f"sqlite:///{tmp_path}/runs.db"
+    assert main(["--store", db, "demo"]) == 0
+    url = pg_server.server().schema_url(pg_server.schema_for(str(tmp_path)))
+    assert main(["--store", db, "copy", "--to", url]) == 0
+    capsys.readouterr()
+    store = PostgresTraceStore(url)
+    frames = to_frames(store)
+    assert len(frames.tool_calls) > 0 and len(frames.events) > 0
+    _assert_same(frames, frames_from_records(asyncio.run(store.read_records(None))))
+    _assert_same(frames, to_frames(SQLiteTraceStore(tmp_path / "runs.db")))

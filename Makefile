@@ -29,11 +29,7 @@ bench: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python bench/run_all.py
 
-# Widget state is saved with the notebook, so a saved notebook reopens without "model not found".
-LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
-
 lab: $(STAMP)
-	mkdir -p $(LAB_SETTINGS) && cp notebooks/lab-overrides.json $(LAB_SETTINGS)/overrides.json
 	$(BIN)/jupyter lab notebooks
 
 # A local PostgreSQL 15 (Debian's postgresql-15) in .pg/, socket only; prints the store URL to export.

@@ -208,8 +208,16 @@ def _fmt(value: float, unit: str) -> str:
 
 
 def plot_budget(source: StoreSource | TraceFrames | pd.DataFrame, root_trace_id: str | None = None) -> Figure:
-    """One bar per resource as a percentage of its limit; resources without a limit show their usage as text."""
+    """One bar per resource as a percentage of its limit, its usage written inside or beside the bar.
+
+    A tree without limits (legacy) is drawn against the default recursive budget, as a what-if
+    (`budget_frame(..., limits=ResourceBudget().model_dump())`), so its bars say something.
+    """
     frame = source if isinstance(source, pd.DataFrame) else budget_frame(source, _need(root_trace_id))
+    headline = _headline(frame)
+    if frame["limit"].isna().all():
+        frame = _against_default_budget(frame)
+        headline = "no limits: usage vs the default recursive budget (what-if)"
     fig = Figure(figsize=(8.0, 0.42 * len(frame) + 1.0))
     ax = fig.add_subplot()
     fig.subplots_adjust(left=0.25, right=0.97, top=1 - 0.55 / fig.get_figheight(), bottom=0.45 / fig.get_figheight())
@@ -220,8 +228,7 @@ def plot_budget(source: StoreSource | TraceFrames | pd.DataFrame, root_trace_id:
     colors = ["#d62728" if p >= 100 else "#ff7f0e" if p >= 80 else "#1f77b4" for p in np.nan_to_num(percent)]
     ax.barh(y[~limited], 100.0, color="#eeeeee", hatch="//", edgecolor="#cccccc", linewidth=0)
     ax.barh(y[limited], shown[limited], color=[c for c, keep in zip(colors, limited) if keep])
-    if limited.any():
-        ax.axvline(100.0, color="#333333", ls="--", lw=1)
+    ax.axvline(100.0, color="#333333", ls="--", lw=1)
     for yi, (_, row), has_limit, end in zip(y, frame.iterrows(), limited, shown):
         if has_limit:
             pct = row["percent"]
@@ -231,25 +238,40 @@ def plot_budget(source: StoreSource | TraceFrames | pd.DataFrame, root_trace_id:
             text = f"{_fmt(row['used'], row['unit'])} {row['unit'] if row['unit'] not in ('USD', 's') else ''} used · no limit".replace("  ", " ")
         if isinstance(row["refusal"], str):
             text += " · refused"
-        ax.text(end + 1.5 if has_limit else 1.5, float(yi), text, va="center", fontsize=8, zorder=3)
+        if has_limit and end > 55:  # a long bar holds its label: text beyond ~100% would leave the axes
+            ax.text(end - 1.5, float(yi), text, va="center", ha="right", fontsize=8, color="white", zorder=3)
+        else:
+            ax.text(end + 1.5 if has_limit else 1.5, float(yi), text, va="center", fontsize=8, zorder=3)
     ax.set_yticks(y, [str(r).replace("_", " ") for r in frame.index], fontsize=9)
     ax.invert_yaxis()
     ax.set_xlim(0, 112)
     ax.tick_params(axis="x", labelsize=7)
-    for side in ("top", "right") if limited.any() else ("top", "right", "bottom"):
+    for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    if limited.any():
-        ax.set_xlabel("% of limit", fontsize=8)
-    else:
-        ax.set_xticks([])
-    mode = frame.attrs.get("mode", "legacy")
-    headline = "used vs limit" if limited.any() else "usage only: legacy runs have no limits"
-    if frame.attrs.get("limits_source") == "given":
-        headline = "what-if: usage vs the given limits"
-    elif limited.any() and not frame.attrs.get("enforced", True):
-        headline += " (limits not enforced)"
-    ax.set_title(f"Tree budget ({mode}) — {headline}", fontsize=10, loc="left")
+    ax.set_xlabel("% of limit", fontsize=8)
+    ax.set_title(f"Tree budget ({frame.attrs.get('mode', 'legacy')}) — {headline}", fontsize=10, loc="left")
     return fig
+
+
+def _headline(frame: pd.DataFrame) -> str:
+    if frame.attrs.get("limits_source") == "given":
+        return "what-if: usage vs the given limits"
+    return "used vs limit" + ("" if frame.attrs.get("enforced", True) else " (limits not enforced)")
+
+
+def _against_default_budget(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with the default recursive limits filled in (and the child quota), percent recomputed."""
+    from cyber_agent.trace.budget_limits import ResourceBudget
+
+    defaults = ResourceBudget().model_dump()
+    limits = {resource: float(defaults[key]) for resource, (key, _) in RESOURCES.items() if key in defaults}
+    limits["children"] = float(MAX_CHILDREN_PER_PARENT)
+    out = frame.copy()
+    out["limit"] = [limits.get(str(r), np.nan) for r in out.index]
+    out["remaining"] = (out["limit"] - out["used"]).clip(lower=0.0)
+    out["percent"] = 100.0 * out["used"] / out["limit"]
+    out.attrs.update(frame.attrs, limits_source="default")
+    return out
 
 
 def plot_usage_by_agent(source: StoreSource | TraceFrames | pd.DataFrame, root_trace_id: str | None = None, *,

@@ -83,7 +83,7 @@ def test_charts_are_figures(demo_store, demo_root, recursive_store):
                plot_usage_by_agent(demo_store, demo_root), plot_usage_over_time(demo_store, demo_root)]
     assert all(isinstance(f, Figure) and f.axes for f in figures)
     titles = [f.axes[0].get_title(loc="left") for f in figures]
-    assert "legacy runs have no limits" in titles[0]
+    assert "no limits: usage vs the default recursive budget (what-if)" in titles[0]
     assert "used vs limit" in titles[1]
 
 
@@ -100,3 +100,18 @@ def test_the_budget_table_reads_in_units_with_the_refusal_and_the_stop_reason(re
     legacy = budget_table(budget_frame(demo_store, demo_root)).to_text()
     assert legacy.splitlines()[0] == "Tree budget (legacy, no limits, usage from traces)"
     assert re.search(r"^agents +5 +— +— +—$", legacy, re.M)
+
+
+def test_plot_budget_labels_stay_inside_the_figure_and_a_legacy_tree_gets_a_what_if(recursive_store, demo_store, demo_root):
+    store, root = recursive_store
+    fig = plot_budget(store, root)  # llm_calls at 95%: its label sits inside its bar
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    width = fig.bbox.width
+    labels = [t for t in fig.axes[0].texts if "of" in t.get_text()]
+    assert labels and all(t.get_window_extent(renderer).x1 <= width for t in labels)
+    legacy = plot_budget(demo_store, demo_root)
+    assert not [p for p in legacy.axes[0].patches if p.get_hatch()]  # no "no limit" bars: every row has a default
+    assert len([t for t in legacy.axes[0].texts if " of " in t.get_text()]) == 8
+    assert any("of 150" in t.get_text() for t in legacy.axes[0].texts)  # llm calls vs the default 150

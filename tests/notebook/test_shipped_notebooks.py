@@ -55,3 +55,16 @@ def test_saved_progress_is_the_final_one():
     values = [m["state"].get("value", "") for m in state.values() if m["model_name"] == "HTMLModel"]
     progress = [v for v in values if ">LLM calls<" in v]
     assert len(progress) == 2 and all(">completed<" in v and ">running<" in v for v in progress)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_html_widget_outputs_fall_back_to_their_final_value(path):
+    nb = _load(path)
+    state = nb["metadata"].get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    for cell in nb["cells"]:
+        for output in cell.get("outputs", []):
+            view = output.get("data", {}).get(WIDGET_VIEW)
+            model = state.get(view["model_id"], {}) if view else {}
+            if model.get("model_name") == "HTMLModel":
+                html = output["data"]["text/html"]  # nbformat stores text as a list of lines
+                assert ("".join(html) if isinstance(html, list) else html) == model["state"]["value"]

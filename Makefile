@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test bench lab clean
+.PHONY: demo test bench lab clean postgres postgres-stop
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -31,6 +31,13 @@ bench: $(STAMP)
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks
+
+# A local PostgreSQL 15 (Debian's postgresql-15) in .pg/, socket only; prints the store URL to export.
+postgres: $(STAMP)
+	$(BIN)/python tests/pg_server.py start .pg
+
+postgres-stop:
+	$(BIN)/python tests/pg_server.py stop .pg
 
 clean:
 	rm -rf $(VENV) .trace

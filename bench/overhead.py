@@ -50,7 +50,7 @@ from cyber_agent.core.runner import AgentRunner, RunResult  # noqa: E402
 from cyber_agent.llm.fakes import ScriptedModel  # noqa: E402
 from cyber_agent.llm.types import DeltaCallback, LLMResponse, ToolCall  # noqa: E402
 from cyber_agent.tools.registry import ToolRegistry  # noqa: E402
-from cyber_agent.trace import FileSystemTraceStore, InMemoryTraceStore, SQLiteTraceStore  # noqa: E402
+from cyber_agent.trace import FileSystemTraceStore, InMemoryTraceStore, SQLiteTraceStore, open_store  # noqa: E402
 from cyber_agent.trace.store_base import BaseTraceStore  # noqa: E402
 
 TASK = "add the numbers"
@@ -133,8 +133,10 @@ class _TimedScriptedModel(ScriptedModel):
         return await super().__call__(messages, model, tools, temperature, on_delta=on_delta)
 
 
-def cyber_agent_case(store: str, *, tmp_root: str, scripted: bool = False) -> RunOnce:
-    """Time AgentRunner.run_result on a fresh store (a fresh directory under `tmp_root` for the file store)."""
+def cyber_agent_case(store: str, *, tmp_root: str, scripted: bool = False, url: str | None = None) -> RunOnce:
+    """Time AgentRunner.run_result on a fresh store (a fresh directory under `tmp_root` for the file store;
+    with `url`, one store opened by URL, e.g. a PostgreSQL server, each run a new trace in it)."""
+    opened: list[BaseTraceStore] = []
 
     async def run(steps: int) -> Sample:
         registry = ToolRegistry()
@@ -144,7 +146,11 @@ def cyber_agent_case(store: str, *, tmp_root: str, scripted: bool = False) -> Ru
         # run's file creations slow on some filesystems (online discard), which is not the store's cost.
         tmp = tempfile.mkdtemp(dir=tmp_root, prefix="run-") if store in ("file", "sqlite") else ""
         trace_store: BaseTraceStore
-        if store == "sqlite":
+        if url is not None:
+            if not opened:
+                opened.append(open_store(url))
+            trace_store = opened[0]
+        elif store == "sqlite":
             trace_store = SQLiteTraceStore(Path(tmp) / "runs.db")
         else:
             trace_store = FileSystemTraceStore(tmp) if store == "file" else InMemoryTraceStore()
@@ -277,6 +283,10 @@ def build_cases(args: argparse.Namespace, tmp_root: str) -> list[Case]:
         Case(framework="cyber_agent", store="memory", run=cyber_agent_case("memory", tmp_root=tmp_root)),
         Case(framework="cyber_agent", store="sqlite", run=cyber_agent_case("sqlite", tmp_root=tmp_root)),
     ]
+    if args.store_url:
+        kind = args.store_url.split(":", 1)[0]
+        cases.append(Case(framework="cyber_agent", store=kind,
+                          run=cyber_agent_case(kind, tmp_root=tmp_root, url=args.store_url)))
     if args.scripted_model:
         cases.append(Case(framework="cyber_agent+ScriptedModel", store="memory",
                           run=cyber_agent_case("memory", tmp_root=tmp_root, scripted=True)))
@@ -515,6 +525,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds one run may take (default 60)")
     parser.add_argument("--budget", type=float, default=120.0,
                         help="seconds after which no new round of repetitions starts (default 120)")
+    parser.add_argument("--store-url", metavar="URL",
+                        help="add cyber_agent on the store this URL opens (e.g. postgresql://...; see open_store)")
     parser.add_argument("--memorysaver", action="store_true", help="add LangGraph with MemorySaver (slow at N=400)")
     parser.add_argument("--scripted-model", action="store_true",
                         help="add cyber_agent driven by the library's ScriptedModel, to show the fake's own cost")

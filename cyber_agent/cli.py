@@ -60,7 +60,10 @@ async def _run(
     if usage:
         print(f"tree budget used: {usage['agents']} agents, {usage['llm_calls']} LLM calls, "
               f"{usage['validation_tool_calls']} validation tool calls")
-    print(f"trace id: {trace.trace_id}  (store: {store!r}; `cyber-agent show {trace.trace_id}`)")
+    from cyber_agent.trace.store_url import store_url_of
+
+    url = store_url_of(store) or "memory:"
+    print(f"trace id: {trace.trace_id}  (store: {url}; `cyber-agent --store {url} show {trace.trace_id}`)")
     return 0 if trace.status == "completed" else 1
 
 
@@ -180,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the command line."""
     parser = argparse.ArgumentParser(prog="cyber-agent", description="Run LLM agents and study what they did.")
     parser.add_argument("--store", default=None,
-                        help="store URL: file:.trace | sqlite:///runs.db | memory: (default: $CYBER_AGENT_STORE, else file:.trace)")
+                        help="store URL: file:.trace | sqlite:///runs.db | postgresql://user@host/db | memory: (default: $CYBER_AGENT_STORE, else file:.trace)")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a task")
     run.add_argument("task")

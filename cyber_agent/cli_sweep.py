@@ -50,5 +50,5 @@ async def sweep_command(args: argparse.Namespace) -> int:
         print(summarize(frame)[columns].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     progress = report.progress
     print(f"\n{progress.total} cells: {progress.done} run now, {progress.skipped} already finished, "
-          f"{progress.failed} failed after retries; store {url or store!r}")
+          f"{progress.failed} failed after retries; store {url or 'memory: (not kept)'}")
     return 1 if progress.failed else 0

@@ -11,6 +11,7 @@
     │   ├── CorruptRecordError      a persisted file cannot be parsed (carries its path)
     │   ├── ConflictError           a write that contradicts persisted state
     │   │   └── TraceLockedError    another process holds a trace's writer lock too long (names it)
+    │   ├── StoreUnavailableError   a store's database server cannot be reached, after bounded retries
     │   └── InvalidUpdateError      an update names an unknown or read-only field
     ├── GoalError                   an invalid goal-tree operation (the model sees it)
     ├── ToolError                   a tool call that cannot run (the model sees it)
@@ -54,6 +55,7 @@ __all__ = [
     "RunError",
     "ScriptExhaustedError",
     "StoreError",
+    "StoreUnavailableError",
     "ToolArgumentError",
     "ToolError",
     "ToolRefusedError",
@@ -138,6 +140,14 @@ class TraceLockedError(ConflictError):
         self.waited = waited
         super().__init__(f"trace {trace_id!r} is being written by {holder}; waited {waited:.1f} s for its writer "
                          f"lock. Stop that process or wait for it, then retry")
+
+
+class StoreUnavailableError(StoreError):
+    """A store's database server could not be reached (or kept dropping the connection) within its retries."""
+
+    def __init__(self, server: str, reason: str) -> None:
+        self.server = server
+        super().__init__(f"the store at {server} is unavailable: {reason}")
 
 
 class InvalidUpdateError(StoreError, ValueError):

@@ -105,6 +105,21 @@ frame = report.frame()
 columns = ["task", "model", "mode", "repeat", "status", "score", "answer", "tokens", "llm_calls", "agents"]
 frame[columns].head(6)""", check=True),
         md("""
+Every cell is an ordinary trace tree, so the notebook's frames read them too: `sweep_roots`
+lists the finished cells' roots for `ato_frames` (`to_frames` in a script). Agents, validators
+and messages of all cells, per mode:
+"""),
+        code("""
+from cyber_agent.experiments import sweep_roots
+from cyber_agent.notebook import ato_frames
+
+frames = await ato_frames(store, await sweep_roots(store, grid))
+modes = frame.set_index("trace_id")["mode"]
+traces = frames.traces.assign(mode=frames.traces["root_trace_id"].map(modes))
+messages = frames.messages.assign(mode=frames.messages["trace_id"].map(traces.set_index("trace_id")["mode"]))
+pd.DataFrame({"traces": traces.groupby("mode").size(), "validators": traces.groupby("mode")["is_validator"].sum(),
+              "messages": messages.groupby("mode").size()})""", check=True),
+        md("""
 ## Accuracy and cost per mode
 
 `summarize` takes each repeat's mean over the tasks as one sample, so `score_std` and

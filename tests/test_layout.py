@@ -182,3 +182,12 @@ def test_core_import_graph_counts_type_only_imports(tmp_path: Path):
     source.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from cyber_agent.core.runner import AgentRunner\n"
                       "def f():\n    from cyber_agent.core import turn\n", encoding="utf-8")
     assert _core_imports(source) == {"cyber_agent.core.runner", "cyber_agent.core.turn"}
+
+
+def test_test_modules_have_unique_basenames():
+    """pytest's default import mode puts each test directory on sys.path: two test files with one name clash."""
+    names: dict[str, list[str]] = {}
+    for path in (ROOT / "tests").rglob("test_*.py"):
+        names.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    clashes = {name: paths for name, paths in names.items() if len(paths) > 1}
+    assert not clashes, f"rename one of each: {clashes}"

@@ -7,9 +7,8 @@ results as one pandas row per cell; `summarize`, `plot_score_vs_cost` and `plot_
 groups with error bars across repeats. See docs/experiments.md.
 """
 
-from cyber_agent.experiments.charts import plot_metric, plot_score_vs_cost
 from cyber_agent.experiments.engine import Backend, SweepReport, run_sweep, sweep
-from cyber_agent.experiments.frame import FRAME_COLUMNS, summarize, sweep_frame, sweep_roots
+from cyber_agent.experiments.frame import FRAME_COLUMNS, plot_metric, plot_score_vs_cost, summarize, sweep_frame, sweep_roots
 from cyber_agent.experiments.grid import Mode, ModelEntry, Sweep, SweepCell, cell_key
 from cyber_agent.experiments.ledger import CellStatus, read_ledger
 from cyber_agent.experiments.limiter import AdaptiveLimiter, LimiterState, LimitPolicy, ProviderLimits
@@ -25,6 +24,7 @@ from cyber_agent.experiments.scorers import (
     Scorer,
     ScorerSpec,
 )
+from cyber_agent.experiments.sweep_file import SweepPlan, load_sweep_file
 from cyber_agent.experiments.tasks import SweepTask, load_tasks
 
 __all__ = [
@@ -48,11 +48,13 @@ __all__ = [
     "ScorerSpec",
     "Sweep",
     "SweepCell",
+    "SweepPlan",
     "SweepProgress",
     "SweepReport",
     "SweepTask",
     "TextProgressBar",
     "cell_key",
+    "load_sweep_file",
     "load_tasks",
     "plot_metric",
     "plot_score_vs_cost",

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
@@ -225,7 +225,7 @@ async def sweep(
     tasks: Sequence[SweepTask],
     models: Sequence[ModelEntry | str],
     modes: Sequence[Mode] = ("legacy",),
-    overrides: Any = None,
+    overrides: Mapping[str, Mapping[str, Any]] | Sequence[Mapping[str, Any]] | None = None,
     repeats: int = 1,
     *,
     store: TraceStore,

@@ -48,6 +48,7 @@ _EXPRESSION = re.compile(r"\d[\d\s.()]*[+\-*/%][\d\s.+\-*/()%]*[\d)]")
 _RESULT = re.compile(r"(?:=|revenue)\s*(-?\d+(?:\.\d+)?)")
 _FEEDBACK = re.compile(r"\[parent review\] Revise|\[root validator\] Your answer was not accepted")
 _NEVER_CORRUPTED = frozenset({"submit_validation", "review_task"})
+_SEED_MIX = 1_000_003  # a prime: (own seed, repeat seed) pairs map to distinct seeds for any realistic repeat count
 _SPEC_KEYS = {"rate": "error_rate", "seed": "seed", "latency": "latency", "price": "usd_per_million_tokens"}
 
 
@@ -130,9 +131,9 @@ class FallibleModel:
         return self.error_rates.get(kind, self.error_rate)
 
     def with_seed(self, seed: int) -> FallibleModel:
-        """The same model drawing from another seed (a sweep gives each repeat its own)."""
-        return FallibleModel(self.error_rate, error_rates=self.error_rates, seed=seed, latency=self.latency,
-                             usd_per_million_tokens=self.usd_per_million_tokens, name=self.name)
+        """The same model drawing from `seed` mixed with its own (a sweep gives each repeat its own seed)."""
+        return FallibleModel(self.error_rate, error_rates=self.error_rates, seed=self.seed * _SEED_MIX + seed,
+                             latency=self.latency, usd_per_million_tokens=self.usd_per_million_tokens, name=self.name)
 
     async def __call__(
         self,

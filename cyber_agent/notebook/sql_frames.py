@@ -33,11 +33,7 @@ _MESSAGES = """
 SELECT message_id, sequence, role, goal_id, parent_sequence, branch, tool_call_id, tool_name, description,
        prompt_tokens, completion_tokens, cached_tokens, prompt_tokens + completion_tokens, cost, duration_ms,
        created_at, text, n_tool_calls, tool_call_names, is_error, refused, model,
-       coalesce(data ->> '$.metadata.usage_estimated', 0), coalesce(data ->> '$.metadata.cost_estimated', 0),
-       coalesce(data ->> '$.metadata.cost_unpriced', 0),
-       coalesce(data ->> '$.metadata.truncated', 0) OR coalesce(data ->> '$.metadata.payload.path' = 'truncated', 0),
-       coalesce(data ->> '$.metadata.payload.path' = 'summarized', 0),
-       content_is_text
+       usage_estimated, cost_estimated, cost_unpriced, truncated, summarized, content_is_text
 FROM messages WHERE trace_id = ? ORDER BY sequence
 """
 # Columns of a `_MESSAGES` row: the messages frame's (`_MESSAGE_COLUMNS`), then content_is_text.

@@ -12,7 +12,8 @@ Each event is sent as the persisted `TraceEvent` (`event_id`, `trace_id`, `type`
 parts come from the same dense, append-only event log: the watcher remembers the last id it
 sent and asks the store only for later ids — after every step of a run in this server (the
 RunManager wakes it) and at least every 100 ms otherwise (events written by sub-agents or by
-another process). A `since_event_id` above the current id is treated as the current id.
+another process). A store that pushes its events (`listen(trace_id, since_event_id)`, the
+PostgreSQL store's LISTEN/NOTIFY feed) is streamed from instead of polled. A `since_event_id` above the current id is treated as the current id.
 
 `goal_updated` payloads also carry `updates` (= `patch`), the name the seed uses for replayed
 history, so clients written against either name work.
@@ -117,6 +118,11 @@ async def _stream(websocket: WebSocket, state: ServerState, hello: ConnectedMess
         await websocket.send_json(hello.model_dump(mode="json"))
         for event in replay:
             await websocket.send_json(wire_event(event))
+        listen = getattr(state.store, "listen", None)
+        if listen is not None:  # the store pushes its events (PostgreSQL: LISTEN/NOTIFY); no polling
+            async for event in listen(trace_id, last_sent):
+                await websocket.send_json(wire_event(event))
+            return
         while True:
             await state.runs.changed(POLL_SECONDS)
             for event in await state.store.get_events(trace_id, last_sent):

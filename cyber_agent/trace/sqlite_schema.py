@@ -59,8 +59,9 @@ MESSAGE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("tool_call_id", "TEXT"), ("tool_name", "TEXT"), ("description", "TEXT"), ("prompt_tokens", "INTEGER"),
     ("completion_tokens", "INTEGER"), ("cached_tokens", "INTEGER"), ("cost", "REAL"), ("duration_ms", "REAL"),
     ("created_at", "TEXT"), ("text", "TEXT"), ("n_tool_calls", "INTEGER"), ("tool_call_names", "TEXT"),
-    ("is_error", "INTEGER"), ("refused", "TEXT"), ("model", "TEXT"), ("content_is_text", "INTEGER"),
-    ("tool_calls", "TEXT"),
+    ("is_error", "INTEGER"), ("refused", "TEXT"), ("model", "TEXT"), ("usage_estimated", "INTEGER"),
+    ("cost_estimated", "INTEGER"), ("cost_unpriced", "INTEGER"), ("truncated", "INTEGER"), ("summarized", "INTEGER"),
+    ("content_is_text", "INTEGER"), ("tool_calls", "TEXT"),
 )
 """Values of a message kept as columns beside its JSON (version 2), computed once when it is written
 (`message_values`), so frames and aggregates read them with plain SQL and no JSON parsing."""
@@ -81,10 +82,20 @@ def message_values(message: dict[str, Any]) -> tuple[Any, ...]:
         text if text is None or isinstance(text, str) else json.dumps(text),
         len(calls), ",".join([c.get("name", "") for c in calls if isinstance(c, dict)]) or None,
         None if error is None else int(bool(error)), refusal_kind(metadata) if error else None,
-        metadata.get("model") if isinstance(metadata, dict) else None, int(isinstance(content, str)),
+        metadata.get("model") if isinstance(metadata, dict) else None,
+        *_flags(metadata if isinstance(metadata, dict) else {}), int(isinstance(content, str)),
         json.dumps([[c.get("id"), c.get("name"), c.get("arguments") or {}] for c in calls if isinstance(c, dict)],
                    ensure_ascii=False, separators=(",", ":")) if calls else None,
     )
+
+
+def _flags(metadata: dict[str, Any]) -> tuple[int, int, int, int, int]:
+    """usage_estimated, cost_estimated, cost_unpriced, truncated, summarized (as the messages frame reads them)."""
+    payload = metadata.get("payload")
+    path = payload.get("path") if isinstance(payload, dict) else None
+    return (int(bool(metadata.get("usage_estimated"))), int(bool(metadata.get("cost_estimated"))),
+            int(bool(metadata.get("cost_unpriced"))), int(bool(metadata.get("truncated")) or path == "truncated"),
+            int(path == "summarized"))
 
 
 def _add_message_columns(conn: sqlite3.Connection) -> None:

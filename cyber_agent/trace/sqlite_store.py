@@ -16,8 +16,8 @@ cached write state is older re-reads it (another process wrote the trace). SQLit
 writers database-wide; a writer waits up to `busy_timeout` seconds for the lock and then retries
 a bounded number of times before it raises `TraceLockedError`.
 
-A `message_added` event does not store its message a second time: its row holds the payload with
-`"message":null` and `shared = 1`, and reads splice the message row back in (`_splice`).
+The tables and the SQL that reads and writes them are shared with the PostgreSQL store
+(`sql_store.py:SQLTraceStore`): one message is stored once, its event points at it.
 
 Connections are per thread (and per process: a forked child opens its own). The database runs in
 WAL mode, so readers never block the writer.
@@ -25,40 +25,29 @@ WAL mode, so readers never block the writer.
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from cyber_agent.errors import ConflictError, CorruptRecordError, StoreError, TraceLockedError
-from cyber_agent.trace.events import TraceEvent, encode_event
+from cyber_agent.errors import ConflictError, StoreError, TraceLockedError
 from cyber_agent.trace.goal_models import GoalTree
-from cyber_agent.trace.models import Message, Trace
-from cyber_agent.trace.records import JSONRecord, TraceRecord
-from cyber_agent.trace.sqlite_schema import message_columns, migrate
-from cyber_agent.trace.store_base import BaseTraceStore, _Hot
-from cyber_agent.trace.store_listing import DamagedEntry
-from cyber_agent.trace.trace_id import validate_trace_id
+from cyber_agent.trace.models import Trace
+from cyber_agent.trace.sql_store import _INSERT_TRACE, SQLTraceStore
+from cyber_agent.trace.sqlite_schema import migrate
 
 __all__ = ["SQLiteTraceStore"]
 
-_SHARED_PREFIX = '{"message":'
-_SHARED_MARK = '"payload":{"message":null'
 _LOCK_RETRIES = 5
 
 
-class SQLiteTraceStore(BaseTraceStore):
+class SQLiteTraceStore(SQLTraceStore):
     """Persist traces in one SQLite database file; many processes may read and write it at once."""
-
-    _checkpoint_every = 1  # the trace row is updated in every write's transaction: no orphans, ever
 
     def __init__(self, path: str | os.PathLike[str], *, durable: bool = False, busy_timeout: float = 30.0) -> None:
         super().__init__()
@@ -70,15 +59,13 @@ class SQLiteTraceStore(BaseTraceStore):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.durable = durable
         self.busy_timeout = busy_timeout
-        self._local = threading.local()
         self._pid = os.getpid()
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
         weakref.finalize(self, _close_all, self._connections)
         conn = self._conn()
-        with self._transaction(conn):
+        with self._transaction("<schema>"):
             migrate(conn, str(self.path))
-        self._columns = message_columns()
 
     def __repr__(self) -> str:
         return f"SQLiteTraceStore({os.fspath(self.path)!r})"
@@ -116,7 +103,8 @@ class SQLiteTraceStore(BaseTraceStore):
         raise TraceLockedError(what, f"another process on {self.path}", time.monotonic() - waited)
 
     @contextmanager
-    def _transaction(self, conn: sqlite3.Connection, what: str = "<schema>") -> Iterator[None]:
+    def _transaction(self, what: str) -> Iterator[None]:
+        conn = self._conn()
         if conn.in_transaction:  # part of the write that is already open on this thread
             yield
             return
@@ -159,266 +147,18 @@ class SQLiteTraceStore(BaseTraceStore):
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"{self.path}: {exc}") from None
 
+    def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self._conn().execute(sql, params)
+
     def _where(self, trace_id: str, table: str) -> str:
         return f"{self.path}#{table}/{trace_id}"
 
-    # ---- primitives --------------------------------------------------------------------------
-    def _trace_exists(self, trace_id: str) -> bool:
-        return bool(self._query("SELECT 1 FROM traces WHERE trace_id = ?", (trace_id,)))
-
     def _create_record(self, trace: Trace, tree: GoalTree) -> None:
-        conn = self._conn()
         try:
-            with self._transaction(conn, trace.trace_id):
-                conn.execute(
-                    "INSERT INTO traces (trace_id, parent_trace_id, root_id, created_at, generation, data, goals) "
-                    "VALUES (?, ?, ?, ?, 0, ?, ?)",
-                    (trace.trace_id, trace.parent_trace_id, trace.root_id, trace.created_at.isoformat(),
-                     trace.model_dump_json(), tree.model_dump_json()))
+            with self._transaction(trace.trace_id):
+                self._execute(_INSERT_TRACE, self._trace_row(trace, tree))
         except sqlite3.IntegrityError:
             raise ConflictError(f"trace {trace.trace_id!r} already exists; continue it instead of creating it") from None
-
-    def _parse(self, raw: str | None, model: type[Trace] | type[GoalTree] | type[Message], where: str) -> Any:
-        if raw is None:
-            return None
-        try:
-            return model.model_validate_json(raw)
-        except ValidationError as exc:
-            raise CorruptRecordError(where, f"invalid record ({exc.errors()[0]['msg']})") from None
-
-    def _read_trace(self, trace_id: str) -> Trace | None:
-        rows = self._query("SELECT data FROM traces WHERE trace_id = ?", (trace_id,))
-        result: Trace | None = self._parse(rows[0][0], Trace, self._where(trace_id, "traces")) if rows else None
-        return result
-
-    def _write_trace(self, trace: Trace) -> None:
-        self._conn().execute("UPDATE traces SET data = ? WHERE trace_id = ?", (trace.model_dump_json(), trace.trace_id))
-
-    def _read_goals(self, trace_id: str) -> GoalTree | None:
-        rows = self._query("SELECT goals FROM traces WHERE trace_id = ?", (trace_id,))
-        result: GoalTree | None = self._parse(rows[0][0], GoalTree, self._where(trace_id, "goals")) if rows else None
-        return result
-
-    def _write_goals(self, trace_id: str, tree: GoalTree) -> None:
-        self._conn().execute("UPDATE traces SET goals = ? WHERE trace_id = ?", (tree.model_dump_json(), trace_id))
-
-    def _read_message(self, trace_id: str, sequence: int) -> Message | None:
-        rows = self._query("SELECT data FROM messages WHERE trace_id = ? AND sequence = ?", (trace_id, sequence))
-        result: Message | None = (self._parse(rows[0][0], Message, self._where(f"{trace_id}/{sequence}", "messages"))
-                                  if rows else None)
-        return result
-
-    def _write_message(self, trace_id: str, sequence: int, data: str) -> None:
-        conn = self._conn()
-        names, values = self._columns.values(data)
-        old = conn.execute("SELECT data FROM messages WHERE trace_id = ? AND sequence = ?", (trace_id, sequence)).fetchone()
-        if old is not None:
-            # The message is rewritten: its event keeps the text it announced.
-            for event_id, line in conn.execute(
-                    "SELECT event_id, data FROM events WHERE trace_id = ? AND sequence = ? AND shared = 1",
-                    (trace_id, sequence)).fetchall():
-                conn.execute("UPDATE events SET data = ?, shared = 0 WHERE trace_id = ? AND event_id = ?",
-                             (_splice(line, old[0]), trace_id, event_id))
-        conn.execute(f"INSERT OR REPLACE INTO messages (trace_id, sequence, data{names}) "
-                     f"VALUES (?, ?, ?{', ?' * len(values)})", (trace_id, sequence, data, *values))
-        self._local.written = (trace_id, sequence, data)
-
-    def _read_all_messages(self, trace_id: str) -> list[Message]:
-        rows = self._query("SELECT sequence, data FROM messages WHERE trace_id = ? ORDER BY sequence", (trace_id,))
-        return [self._parse(data, Message, self._where(f"{trace_id}/{seq}", "messages")) for seq, data in rows]
-
-    def _delete_message(self, trace_id: str, sequence: int) -> None:
-        self._conn().execute("DELETE FROM messages WHERE trace_id = ? AND sequence = ?", (trace_id, sequence))
-
-    def _append_event_line(self, trace_id: str, line: str) -> None:
-        raise NotImplementedError("SQLiteTraceStore writes events through _emit")  # pragma: no cover
-
-    def _emit(self, hot: _Hot, event_type: str, payload_json: str) -> int:
-        trace_id = hot.trace.trace_id
-        event_id = hot.last_event_id + 1
-        sequence, shared = None, 0
-        written = getattr(self._local, "written", None)
-        if event_type == "message_added" and written is not None and written[0] == trace_id:
-            _, sequence, data = written
-            if payload_json.startswith(data, len(_SHARED_PREFIX)):
-                payload_json = f"{_SHARED_PREFIX}null{payload_json[len(_SHARED_PREFIX) + len(data):]}"
-                shared = 1
-        self._local.written = None
-        try:
-            self._conn().execute(
-                "INSERT INTO events (trace_id, event_id, type, sequence, shared, data) VALUES (?, ?, ?, ?, ?, ?)",
-                (trace_id, event_id, event_type, sequence, shared, encode_event(event_id, trace_id, event_type, payload_json)))
-        except BaseException:
-            self._hot.pop(trace_id, None)
-            raise
-        hot.last_event_id = event_id
-        return event_id
-
-    def _event_rows(self, trace_id: str, since_event_id: int) -> list[tuple[int, str]]:
-        rows = self._query(
-            "SELECT e.event_id, e.data, m.data FROM events e LEFT JOIN messages m "
-            "ON e.shared = 1 AND m.trace_id = e.trace_id AND m.sequence = e.sequence "
-            "WHERE e.trace_id = ? AND e.event_id > ? ORDER BY e.event_id", (trace_id, max(since_event_id, 0)))
-        return [(event_id, line if message is None else _splice(line, message)) for event_id, line, message in rows]
-
-    def _read_events(self, trace_id: str, since_event_id: int) -> list[TraceEvent]:
-        out = []
-        for event_id, line in self._event_rows(trace_id, since_event_id):
-            try:
-                out.append(TraceEvent.model_validate_json(line))
-            except ValidationError as exc:
-                raise CorruptRecordError(self._where(f"{trace_id}/{event_id}", "events"),
-                                         f"invalid event ({exc.errors()[0]['msg']})") from None
-        return out
-
-    def _repair(self, trace_id: str) -> tuple[int, int]:
-        # A message and its event commit together: nothing is ever half-written.
-        (last_event, last_message), = self._query(
-            "SELECT (SELECT coalesce(max(event_id), 0) FROM events WHERE trace_id = ?), "
-            "(SELECT coalesce(max(sequence), 0) FROM messages WHERE trace_id = ?)", (trace_id, trace_id))
-        return int(last_event), int(last_message)
-
-    def _read_side_record(self, trace_id: str, name: str) -> dict[str, Any] | None:
-        rows = self._query("SELECT data FROM side_records WHERE trace_id = ? AND name = ?", (trace_id, name))
-        if not rows:
-            return None
-        try:
-            data = json.loads(rows[0][0])
-        except ValueError as exc:
-            raise CorruptRecordError(self._where(trace_id, name), f"invalid JSON ({exc})") from None
-        if not isinstance(data, dict):
-            raise CorruptRecordError(self._where(trace_id, name), f"expected a JSON object, got {type(data).__name__}")
-        return data
-
-    def _write_side_record(self, trace_id: str, name: str, data: str) -> None:
-        conn = self._conn()
-        with self._transaction(conn, trace_id):
-            conn.execute("INSERT OR REPLACE INTO side_records (trace_id, name, data) VALUES (?, ?, ?)",
-                         (trace_id, name, data))
-
-    async def get_stop_requests(self, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        """The persisted stop requests among `trace_ids`, read with one query."""
-        ids = list(dict.fromkeys(trace_ids))
-        if not ids:
-            return {}
-        for trace_id in ids:
-            validate_trace_id(trace_id)
-        rows = self._query(f"SELECT trace_id, data FROM side_records WHERE name = 'stop_request' "
-                           f"AND trace_id IN ({', '.join('?' * len(ids))})", ids)
-        out = {}
-        for trace_id, data in rows:
-            record = json.loads(data)
-            if record:
-                out[trace_id] = record
-        return out
-
-    # ---- import: one transaction per trace --------------------------------------------------
-    @contextmanager
-    def _importing(self, trace_id: str) -> Iterator[None]:
-        with self._transaction(self._conn(), trace_id):
-            yield
-
-    def _import_events(self, trace_id: str, events: Sequence[JSONRecord], messages: Mapping[int, JSONRecord]) -> None:
-        conn = self._conn()
-        for event in events:
-            payload = event.get("payload") or {}
-            message = payload.get("message") if event.get("type") == "message_added" else None
-            sequence = message.get("sequence") if isinstance(message, dict) else None
-            shared = sequence is not None and messages.get(sequence) == message
-            row = {**event, "payload": {**payload, "message": None}} if shared else event
-            conn.execute("INSERT INTO events (trace_id, event_id, type, sequence, shared, data) VALUES (?, ?, ?, ?, ?, ?)",
-                         (trace_id, int(event["event_id"]), str(event.get("type")), sequence, int(shared),
-                          _event_json(row)))
-
-    # ---- reads that must see other processes' writes ------------------------------------------
-    async def get_trace(self, trace_id: str) -> Trace | None:
-        """Return the trace as committed (every process's writes included), or None."""
-        validate_trace_id(trace_id)
-        return self._read_trace(trace_id)
-
-    async def get_goal_tree(self, trace_id: str) -> GoalTree | None:
-        """Return the trace's goal tree as committed, or None."""
-        validate_trace_id(trace_id)
-        return self._read_goals(trace_id)
-
-    def _all_traces(self) -> list[Trace]:
-        return self._list_entries()[0]
-
-    def _list_entries(self) -> tuple[list[Trace], list[DamagedEntry]]:
-        traces, damaged = [], []
-        for trace_id, data in self._query("SELECT trace_id, data FROM traces"):
-            try:
-                traces.append(Trace.model_validate_json(data))
-            except ValidationError as exc:
-                damaged.append(DamagedEntry(name=trace_id, path=self._where(trace_id, "traces"), kind="corrupt",
-                                            detail=f"invalid trace record ({exc.errors()[0]['msg']}); "
-                                                   "restore it from a backup or delete its rows"))
-        return traces, damaged
-
-    # ---- bulk reads: JSON text parsed once, no pydantic -------------------------------------
-    def _record_metas(self) -> tuple[list[JSONRecord], list[DamagedEntry]]:
-        metas, damaged = [], []
-        for trace_id, data in self._query("SELECT trace_id, data FROM traces"):
-            try:
-                metas.append(json.loads(data))
-            except ValueError as exc:
-                damaged.append(DamagedEntry(name=trace_id, path=self._where(trace_id, "traces"), kind="corrupt",
-                                            detail=f"invalid JSON ({exc})"))
-        return metas, damaged
-
-    def _read_record(self, meta: JSONRecord, *, messages: bool, events: bool) -> TraceRecord:
-        trace_id = meta["trace_id"]
-        loads = json.loads
-        (goals,), = self._query("SELECT goals FROM traces WHERE trace_id = ?", (trace_id,))
-        parsed = ([loads(data) for (data,) in self._query(
-            "SELECT data FROM messages WHERE trace_id = ? ORDER BY sequence", (trace_id,))] if messages else [])
-        by_sequence = {m["sequence"]: m for m in parsed}
-        out_events = []
-        if events:
-            for line, sequence, shared in self._query(
-                    "SELECT data, sequence, shared FROM events WHERE trace_id = ? ORDER BY event_id", (trace_id,)):
-                event = loads(line)
-                if shared:
-                    message = by_sequence.get(sequence)
-                    if message is None:
-                        (raw,), = self._query("SELECT data FROM messages WHERE trace_id = ? AND sequence = ?",
-                                              (trace_id, sequence))
-                        message = loads(raw)
-                    event["payload"]["message"] = message  # shared with the message list, as every store does
-                out_events.append(event)
-        return TraceRecord(
-            trace=meta, goal_tree=loads(goals), messages=parsed, events=out_events,
-            resource_usage=self._read_side_record(trace_id, "resource_usage"),
-            tool_approvals=self._read_side_record(trace_id, "tool_approvals"),
-        )
-
-    def trace_ids_under(self, root_ids: Sequence[str]) -> list[str]:
-        """Every trace id of the trees under `root_ids` (a recursive SQL walk of `parent_trace_id`)."""
-        if not root_ids:
-            return []
-        rows = self._query(
-            f"WITH RECURSIVE tree(id) AS (SELECT trace_id FROM traces WHERE trace_id IN ({', '.join('?' * len(root_ids))}) "
-            "UNION SELECT t.trace_id FROM traces t JOIN tree ON t.parent_trace_id = tree.id) SELECT id FROM tree",
-            list(root_ids))
-        return [r[0] for r in rows]
-
-
-def _event_json(event: JSONRecord) -> str:
-    """An event in `encode_event`'s key order and spacing, so `_splice` finds its marker."""
-    payload = event.get("payload") or {}
-    rest = json.dumps({k: v for k, v in payload.items() if k != "message"}, ensure_ascii=False, separators=(",", ":"))
-    if "message" in payload:
-        message = json.dumps(payload["message"], ensure_ascii=False, separators=(",", ":"))
-        body = f'{{"message":{message}' + ("}" if rest == "{}" else f",{rest[1:]}")
-    else:
-        body = rest
-    return encode_event(int(event["event_id"]), str(event["trace_id"]), str(event["type"]), body,
-                        created_at=str(event.get("created_at") or "") or None)
-
-
-def _splice(line: str, message: str) -> str:
-    """Put a shared event's message text back where its row holds `null`."""
-    return line.replace(_SHARED_MARK, f'"payload":{{"message":{message}', 1)
 
 
 def _close_all(connections: list[sqlite3.Connection]) -> None:

@@ -5,12 +5,14 @@
     sqlite:///runs.db      one SQLite database, relative path (SQLAlchemy's three slashes)
     sqlite:////abs/runs.db the same, absolute (four slashes)
     memory:                process memory (tests, throw-away notebooks)
+    postgresql://user@host:5432/db?schema=runs
+                           a PostgreSQL server (the `postgres` extra); libpq's URL, plus the
+                           store's options schema, pool_size, retry_seconds
     .trace                 a plain path: a file store there, or a SQLite store if it names a
                            SQLite database file (`*.db`, `*.sqlite`, `*.sqlite3`)
 
 Options ride in the query string (`sqlite:///runs.db?durable=1&busy_timeout=10`,
 `file:.trace?checkpoint_every=1`). `CYBER_AGENT_STORE` names the store where none is given.
-`postgresql://` URLs are recognised and refused until that store exists.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ _OPTIONS: dict[str, dict[str, type]] = {
     "sqlite": {"durable": bool, "busy_timeout": float},
     "memory": {},
 }
-_EXAMPLES = "file:.trace, sqlite:///runs.db, memory:"
+_EXAMPLES = "file:.trace, sqlite:///runs.db, postgresql://user@host/db, memory:"
 
 
 def _value(scheme: str, name: str, raw: str, url: str) -> bool | int | float:
@@ -67,8 +69,7 @@ def open_store(url: str | os.PathLike[str] | None = None) -> BaseTraceStore:
         return FileSystemTraceStore(path)
     scheme = scheme.lower()
     if scheme in ("postgresql", "postgres"):
-        raise ConfigurationError("store URL", f"{text!r}: PostgreSQL stores are not part of this version yet; "
-                          f"use a SQLite database shared by your processes ({_EXAMPLES})")
+        return _open_postgres(text)
     if scheme not in _OPTIONS:
         raise ConfigurationError("store URL", f"{text!r}: unknown scheme {scheme!r}; use one of {_EXAMPLES}")
     parts = urlsplit(text)
@@ -98,8 +99,20 @@ def open_store(url: str | os.PathLike[str] | None = None) -> BaseTraceStore:
     return FileSystemTraceStore(Path(raw_path), **options)  # type: ignore[arg-type]
 
 
+def _open_postgres(url: str) -> BaseTraceStore:
+    try:
+        from cyber_agent.trace.postgres_store import PostgresTraceStore
+    except ImportError as exc:
+        raise ConfigurationError("store URL", f"{url!r} needs psycopg ({exc}); install it with "
+                                              "pip install 'cyber-agent[postgres]'") from None
+    return PostgresTraceStore(url)
+
+
 def store_url_of(store: object) -> str | None:
     """The URL that reopens `store` in another process, or None (a memory store cannot be shared)."""
+    url = getattr(store, "url", None)
+    if type(store).__name__ == "PostgresTraceStore" and isinstance(url, str):  # psycopg may not be installed
+        return url
     if isinstance(store, SQLiteTraceStore):
         path = store.path.resolve()
         return f"sqlite:///{path}" if path.is_absolute() else f"sqlite:///{store.path}"

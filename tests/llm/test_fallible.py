@@ -54,7 +54,9 @@ def test_resolve_builds_a_fallible_model_named_by_its_spec():
     assert isinstance(resolved.llm_call, FallibleModel) and resolved.provider == "fallible"
     assert resolved.model == "fallible:rate=0.2,seed=3"
     assert (resolved.llm_call.error_rate, resolved.llm_call.seed) == (0.2, 3)
-    assert resolved.llm_call.with_seed(9).seed == 9 and resolved.llm_call.with_seed(9).error_rate == 0.2
+    reseeded = resolved.llm_call.with_seed(9)
+    assert reseeded.error_rate == 0.2 and reseeded.seed != resolved.llm_call.with_seed(10).seed
+    assert resolve_llm("fallible:0.2").llm_call.with_seed(9).seed == 9  # seed 0 in the spec: the repeat's seed alone
 
 
 @pytest.mark.parametrize(("text", "kind"), [

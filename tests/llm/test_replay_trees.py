@@ -62,10 +62,18 @@ async def record_and_replay(tmp_path: Path, config: RunConfig, store_factory=InM
             await tree_frames(replayed_store, replayed.trace.trace_id), path)
 
 
+def unordered(frames: dict) -> dict:
+    """The frames with the events as a set: children that run in parallel finish in any order."""
+    events = sorted(json.dumps({k: v for k, v in e.items() if k != "event_id"}, sort_keys=True) for e in frames["events"])
+    return {**frames, "events": events}
+
+
 async def test_a_legacy_run_with_sub_agents_replays_to_the_same_tree(tmp_path):
     recorded, replayed, path = await record_and_replay(tmp_path, _config("legacy"))
     assert len(recorded["traces"]) > 1  # sub-agents ran
-    assert replayed == recorded
+    # The demo explores its regions in parallel: the parent's sub_trace_completed events may swap.
+    assert unordered(replayed) == unordered(recorded)
+    assert [e["type"] for e in replayed["events"]] == [e["type"] for e in recorded["events"]]
     sites = {e.site for e in load_exchanges(path)}
     assert "root" in sites and any(s and s.startswith("root/") for s in sites)
 
@@ -82,11 +90,6 @@ async def test_parallel_children_replay_by_position_whatever_order_they_finish_i
     """Children of a parallel batch finish in any order, so the parent's events are compared as a set."""
     recorded, replayed, _ = await record_and_replay(
         tmp_path, _config("recursive", child_execution_mode="parallel", max_parallel_children=2))
-
-    def unordered(frames: dict) -> dict:
-        events = sorted(json.dumps({k: v for k, v in e.items() if k != "event_id"}, sort_keys=True) for e in frames["events"])
-        return {**frames, "events": events}
-
     assert unordered(replayed) == unordered(recorded)
 
 

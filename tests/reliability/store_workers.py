@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 from typing import Any
 
 from cyber_agent.core.resource_budget import ResourceBudgetController
@@ -27,7 +28,7 @@ async def append(url: str, trace_id: str, worker: str, count: str) -> None:
     for i in range(int(count)):
         message = Message.create(trace_id=trace_id, role="user", content=f"{worker}:{i}", prompt_tokens=1)
         await store.add_message(message)
-        say(id=message.message_id, content=message.content)
+        say(id=message.message_id, content=message.content, at=time.time())
 
 
 async def budget(url: str, root_id: str, worker: str, rounds: str) -> None:
@@ -39,9 +40,9 @@ async def budget(url: str, root_id: str, worker: str, rounds: str) -> None:
         for name, step in (("agents", controller.reserve_agents(2)), ("llm_calls", controller.reserve_llm_call())):
             try:
                 await step
-                say(granted=name)
+                say(granted=name, at=time.time())
             except BudgetExceededError:
-                say(refused=name)
+                say(refused=name, at=time.time())
         await controller.book_llm_usage(prompt_tokens=3, completion_tokens=2, cost_usd=0.0)
         say(booked=5)
 

@@ -32,8 +32,11 @@ from cyber_agent import cli
 from cyber_agent.core.runner import AgentRunner
 from cyber_agent.errors import InvalidIdError
 from cyber_agent.trace import FileSystemTraceStore, Goal, GoalTree, InMemoryTraceStore, Message, Trace
+from cyber_agent.trace.records import TraceRecord
 from cyber_agent.trace.sqlite_store import SQLiteTraceStore
 from cyber_agent.trace.store_base import BaseTraceStore
+from cyber_agent.trace.store_url import open_store
+from tests import pg_server
 
 SECRET = "TOP-SECRET-7f3a9c"
 BAD_TRACE_IDS = ["..", "../outside", "../../etc", "outside/../..", "/etc/passwd", "a/../../outside", ".",
@@ -126,6 +129,8 @@ STORE_CALLS: dict[str, Callable[[BaseTraceStore, str], Any]] = {
     "request_stop": lambda s, bad: s.request_stop(bad, "stop"),
     "clear_stop": lambda s, bad: s.clear_stop(bad),
     "get_stop_requests": lambda s, bad: s.get_stop_requests(["ok-id", bad]),
+    "import_records": lambda s, bad: s.import_records(
+        [TraceRecord(trace={**Trace.create(task="x").model_dump(mode="json"), "trace_id": bad})]),
 }
 NOT_ID_TAKING = {"list_traces", "list_traces_report", "flush"}
 """Public methods without an id argument: list filters are compared, never joined to a path."""
@@ -137,11 +142,13 @@ def test_every_public_store_method_is_covered():
     assert public - NOT_ID_TAKING == set(STORE_CALLS), "cover the new store method here"
 
 
-@pytest.mark.parametrize("kind", ["file", "memory", "sqlite"])
+@pytest.mark.parametrize("kind", ["file", "memory", "sqlite"] + (["postgres"] if pg_server.available() or pg_server.required() else []))
 @pytest.mark.parametrize("method", sorted(STORE_CALLS))
 def test_store_methods_refuse_traversal_ids(tree, kind, method, tmp_path_factory):
     store: BaseTraceStore
-    if kind == "sqlite":  # the database lives outside the snapshotted tree (its WAL files change on reads)
+    if kind == "postgres":
+        store = open_store(pg_server.server().schema_url(pg_server.schema_for(f"traversal-{method}")))
+    elif kind == "sqlite":  # the database lives outside the snapshotted tree (its WAL files change on reads)
         store = SQLiteTraceStore(tmp_path_factory.mktemp("db") / "runs.db")
     else:
         store = FileSystemTraceStore(tree.base) if kind == "file" else InMemoryTraceStore()

@@ -16,6 +16,7 @@ import pytest
 from cyber_agent.trace import FileSystemTraceStore, Goal, InMemoryTraceStore, Trace
 from cyber_agent.trace.sqlite_store import SQLiteTraceStore
 from cyber_agent.trace.store_base import BaseTraceStore
+from tests import pg_server
 
 StoreFactory = Callable[[], BaseTraceStore]
 
@@ -38,12 +39,22 @@ def _sqlite(directory: Path) -> StoreFactory:
     return lambda: SQLiteTraceStore(directory / "runs.db")
 
 
+def _postgres(directory: Path) -> StoreFactory:
+    # One schema per test (named after its directory): the session's server, tests independent.
+    from cyber_agent.trace.postgres_store import PostgresTraceStore
+
+    url = pg_server.server().schema_url(pg_server.schema_for(str(directory)))
+    return lambda: PostgresTraceStore(url)
+
+
 STORE_FACTORIES: dict[str, Callable[[Path], StoreFactory]] = {
     "memory": _memory,
     "sqlite": _sqlite,
     "file": _file,
     "file-eager": _file_eager,
 }
+if pg_server.available() or pg_server.required():  # CI requires it: a missing server fails, never skips
+    STORE_FACTORIES["postgres"] = _postgres
 
 
 @pytest.fixture(params=sorted(STORE_FACTORIES))

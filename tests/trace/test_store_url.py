@@ -62,7 +62,6 @@ async def test_store_url_of_reopens_the_same_store_in_another_process(tmp_path: 
 
 
 @pytest.mark.parametrize(("url", "names"), [
-    ("postgresql://db/runs", "not part of this version"),
     ("sqlite://host/x.db", "a host ('host') is not allowed"),
     ("sqlite:///x.db?foo=1", "unknown option 'foo'"),
     ("sqlite:///x.db?durable=maybe", "durable='maybe' must be bool"),

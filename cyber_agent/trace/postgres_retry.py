@@ -1,0 +1,122 @@
+"""Every public write of the PostgreSQL store, re-run from the start after a dropped connection.
+
+The base logic (`store_base.py`) runs a write as one transaction whose body cannot be resumed, so
+the retry wraps the whole public call: a statement that failed on a dead connection (or a
+rollback-class error) raises `_ConnectionLost` once the transaction is gone, and `_retrying`
+waits (0.1 s doubling to 2 s) and runs the call again, until `retry_seconds` have passed
+(`_backoff` then raises `StoreUnavailableError`). Nothing is applied twice: a commit whose
+answer was lost is resolved before `_ConnectionLost` is raised (`postgres_store.py:_end`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from cyber_agent.errors import StoreError
+from cyber_agent.trace.events import EventType
+from cyber_agent.trace.goal_models import Goal, GoalTree
+from cyber_agent.trace.models import Message, Trace
+from cyber_agent.trace.protocols import UsageChange
+from cyber_agent.trace.records import TraceRecord
+from cyber_agent.trace.sql_store import SQLTraceStore
+
+__all__ = ["RetriedWrites"]
+
+T = TypeVar("T")
+
+
+class _ConnectionLost(StoreError):
+    """A statement or commit failed because the connection dropped; the write did not happen."""
+
+
+class RetriedWrites(SQLTraceStore):
+    """SQLTraceStore whose public writes are re-run after `_ConnectionLost` (the subclass supplies `_backoff`)."""
+
+    retry_seconds: float
+
+    def _backoff(self, deadline: float, delay: float, exc: Exception) -> float:
+        """The next wait before a retry, or raise when it would pass the deadline."""
+        raise NotImplementedError  # pragma: no cover - PostgresTraceStore supplies it
+
+    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
+        """Run one write; re-run it from the start while the connection drops, up to `retry_seconds`."""
+        deadline, delay = time.monotonic() + self.retry_seconds, 0.05
+        while True:
+            try:
+                return await call()
+            except _ConnectionLost as exc:
+                delay = self._backoff(deadline, delay, exc)
+                await asyncio.sleep(delay)
+
+    async def create_trace(self, trace: Trace) -> str:
+        """Persist a new trace and an empty goal tree; return its id."""
+        return await self._retrying(lambda: SQLTraceStore.create_trace(self, trace))
+
+    async def update_trace(self, trace_id: str, **updates: Any) -> Trace:
+        """Update trace fields; a status change appends `trace_status_changed`."""
+        return await self._retrying(lambda: SQLTraceStore.update_trace(self, trace_id, **updates))
+
+    async def add_message(self, message: Message) -> str:
+        """Assign the next sequence, persist, update totals and goal stats, append `message_added`."""
+        given = (message.sequence, message.message_id)
+
+        def attempt() -> Awaitable[str]:
+            message.sequence, message.message_id = given
+            return SQLTraceStore.add_message(self, message)
+        return await self._retrying(attempt)
+
+    async def update_message(self, message_id: str, **updates: Any) -> Message:
+        """Update fields of a message other than its identity, tree position and counted numbers."""
+        return await self._retrying(lambda: SQLTraceStore.update_message(self, message_id, **updates))
+
+    async def append_event(self, trace_id: str, event_type: EventType, payload: dict[str, Any]) -> int:
+        """Append an event whose payload fits its model; return its id."""
+        return await self._retrying(lambda: SQLTraceStore.append_event(self, trace_id, event_type, payload))
+
+    async def add_goal(self, trace_id: str, goal: Goal) -> None:
+        """Insert a goal (its stats start at zero) and append `goal_added`."""
+        await self._retrying(lambda: SQLTraceStore.add_goal(self, trace_id, goal))
+
+    async def update_goal(self, trace_id: str, goal_id: str, **updates: Any) -> list[Goal]:
+        """Update a goal (status changes follow the tree's cascade rule); append `goal_updated`."""
+        return await self._retrying(lambda: SQLTraceStore.update_goal(self, trace_id, goal_id, **updates))
+
+    async def update_goal_tree(self, trace_id: str, tree: GoalTree) -> None:
+        """Replace the goal tree; stats stay the store's."""
+        await self._retrying(lambda: SQLTraceStore.update_goal_tree(self, trace_id, tree))
+
+    async def replace_resource_usage(self, root_trace_id: str, usage: dict[str, Any]) -> None:
+        """Atomically replace the root's usage record."""
+        await self._retrying(lambda: SQLTraceStore.replace_resource_usage(self, root_trace_id, usage))
+
+    async def update_resource_usage(self, root_trace_id: str, change: UsageChange) -> dict[str, Any] | None:
+        """Read, change and write the root's usage record under its row lock (`change` may run again after a retry)."""
+        return await self._retrying(lambda: SQLTraceStore.update_resource_usage(self, root_trace_id, change))
+
+    async def replace_tool_approvals(self, trace_id: str, state: dict[str, Any]) -> None:
+        """Atomically replace the trace's approval state."""
+        await self._retrying(lambda: SQLTraceStore.replace_tool_approvals(self, trace_id, state))
+
+    async def request_stop(self, trace_id: str, reason: str, *, subtree: bool = True) -> None:
+        """Persist a stop request (seen by every worker of the tree) and NOTIFY `cyber_agent_stops`."""
+        await self._retrying(lambda: SQLTraceStore.request_stop(self, trace_id, reason, subtree=subtree))
+
+    async def clear_stop(self, trace_id: str) -> None:
+        """Withdraw the trace's own stop request."""
+        await self._retrying(lambda: SQLTraceStore.clear_stop(self, trace_id))
+
+    async def flush(self) -> None:
+        """Nothing waits for a checkpoint here (every write commits its totals); kept for the protocol."""
+        await self._retrying(lambda: SQLTraceStore.flush(self))
+
+    async def import_records(self, records: Sequence[TraceRecord], *, skip_existing: bool = False) -> list[str]:
+        """Write whole traces from another store or an export, one transaction (and retry) per trace."""
+        written: list[str] = []
+        for record in records:
+            written += await self._retrying(
+                lambda: SQLTraceStore.import_records(self, [record], skip_existing=skip_existing))
+        return written
+

@@ -1,7 +1,7 @@
 """Real browser: JupyterLab + headless Debian Chromium run notebook 07 and use the TraceExplorer.
 
 test_explorer.py drives the explorer's Python state; this one proves the widget renders and
-answers in a real frontend (see lab_browser.py for the server and the browser): notebook 07 is
+answers in a real frontend (see browser_lab.py for the server and the browser): notebook 07 is
 run with "Run All", then the explorer is collapsed, a row selected, expanded with its button,
 and a child's page — its report — checked as rendered text.
 """
@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from lab_browser import ALL_CELLS_RAN, NOTEBOOK_READY, RUN_ALL, browser, lab_server, log_tail, notebook_root
+from browser_lab import ALL_CELLS_RAN, CHROMIUM, CHROMIUM_ARGS, NOTEBOOK_READY, RUN_ALL, RUN_ALL_SECONDS, STEP_MS
+from browser_lab import log_tail, serve_lab
 from nb_helpers import REPO
 
 NOTEBOOK = REPO / "notebooks" / "07_explore_a_run.ipynb"
-RUN_ALL_SECONDS = 60
-STEP_MS = 10_000
 # Rows are indented with no-break spaces, which option.text keeps: compare with plain spaces.
 OPTION_INDEX = "(select, text) => [...select.options].findIndex(o => o.text.replace(/\u00a0/g, ' ').includes(text))"
 
@@ -25,12 +24,12 @@ pytestmark = pytest.mark.timeout(180)  # hard bound; the test itself takes about
 
 
 def test_the_explorer_expands_a_node_and_shows_its_report_in_a_real_browser(tmp_path: Path) -> None:
-    from playwright.sync_api import expect
+    from playwright.sync_api import expect, sync_playwright
 
-    with lab_server(notebook_root(tmp_path, NOTEBOOK), tmp_path) as server, browser() as chromium:
-        url, log = server.url(NOTEBOOK.name), server.log
-        page = chromium.new_page(viewport={"width": 1500, "height": 1000})
+    with serve_lab(tmp_path, NOTEBOOK) as (url, log), sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
         try:
+            page = browser.new_page(viewport={"width": 1500, "height": 1000})
             page.set_default_timeout(STEP_MS)
             try:
                 page.goto(url, wait_until="domcontentloaded", timeout=30_000)
@@ -69,4 +68,4 @@ def test_the_explorer_expands_a_node_and_shows_its_report_in_a_real_browser(tmp_
                 print(f"screenshot: {tmp_path / 'failure.png'}\njupyter lab log (tail):\n{log_tail(log)}")
                 raise
         finally:
-            page.close()
+            browser.close()

@@ -1,12 +1,14 @@
-"""A JupyterLab server on loopback and headless Debian Chromium, for the real-browser tests.
+"""A JupyterLab server and headless Debian Chromium for the real-browser notebook tests.
 
-`lab_server(root, ...)` starts `jupyter lab` over a temporary notebook root (so autosave never
-touches the repository's notebooks) with its own config, data, runtime, settings and workspace
-folders, and stops it and its kernels (one process group) afterwards. `browser()` drives
-/usr/bin/chromium with the `playwright` package (its own browsers are never downloaded). Both
-skip, with the reason, only when chromium or playwright is missing (`.ci/run` installs chromium
-as root; playwright is in the dev extra). Imported by module name: pytest puts this folder on
-sys.path.
+`lab_server(root, work)` starts `jupyter lab` on loopback over a temporary notebook root (so
+autosave never touches the repository's notebooks; `notebook_root` makes one) with its own
+config, data, runtime, settings and workspace folders, and stops it with its kernels (one
+process group); `serve_lab(tmp_path, notebook)` is the one-notebook shorthand. `browser()`
+drives Debian's /usr/bin/chromium with the `playwright` package (its own browsers are never
+downloaded: no `playwright install`); `require_browser()` skips, with the reason, when either is
+missing (`.ci/run` installs chromium as root; playwright is in the dev extra). The JavaScript
+snippets below run in the page to wait for the notebook and to Run All. Imported by module name
+(pytest puts this folder on sys.path).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                  "--disable-sync", "--no-first-run"]
 SERVER_START_SECONDS = 40
+RUN_ALL_SECONDS = 60
+STEP_MS = 10_000
 
 
 def require_browser() -> None:
@@ -145,6 +149,13 @@ def notebook_root(work: Path, *notebooks: Path) -> Path:
         (root / "notebooks" / notebook.name).write_bytes(notebook.read_bytes())
     (root / "data").symlink_to(REPO / "data", target_is_directory=True)  # notebooks read ../data
     return root
+
+
+@contextmanager
+def serve_lab(tmp_path: Path, notebook: Path) -> Iterator[tuple[str, Path]]:
+    """A JupyterLab server serving a copy of `notebook`; yields (notebook URL with token, server log)."""
+    with lab_server(notebook_root(tmp_path, notebook), tmp_path) as server:
+        yield server.url(notebook.name), server.log
 
 
 @contextmanager

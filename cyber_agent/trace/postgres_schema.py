@@ -51,7 +51,7 @@ CREATE TABLE events (
     data TEXT NOT NULL,
     PRIMARY KEY (trace_id, event_id)
 );
-CREATE INDEX events_by_message ON events (trace_id, sequence) WHERE shared = 1;
+CREATE INDEX events_by_message ON events (trace_id, sequence);
 CREATE TABLE side_records (
     trace_id TEXT NOT NULL,
     name TEXT NOT NULL,

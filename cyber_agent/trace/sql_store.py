@@ -134,7 +134,10 @@ class SQLTraceStore(BaseTraceStore):
         self._execute(
             "UPDATE events SET shared = 0, data = replace(data, ?, ? || (SELECT m.data FROM messages m "
             "WHERE m.trace_id = events.trace_id AND m.sequence = events.sequence)) "
-            "WHERE trace_id = ? AND sequence = ? AND shared = 1",
+            # Row values through the (trace_id, sequence) index: with `shared` beside them, SQLite's
+            # planner scans the trace's events by primary key instead (an add would cost O(events)).
+            "WHERE (trace_id, event_id) IN (SELECT trace_id, event_id FROM events WHERE trace_id = ? AND sequence = ?) "
+            "AND shared = 1",
             (_SHARED_MARK, '"payload":{"message":', trace_id, sequence))
         updates = ", ".join(f"{name} = excluded.{name}" for name in ["data", *self._columns.names()])
         self._execute(f"INSERT INTO messages (trace_id, sequence, data{names}) VALUES (?, ?, ?{', ?' * len(values)}) "

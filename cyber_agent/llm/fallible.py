@@ -24,7 +24,6 @@ Spec strings (`cyber_agent/llm/resolve.py:resolve_llm`): `fallible` (no errors),
 
 from __future__ import annotations
 
-import asyncio
 import random
 import re
 from collections.abc import Mapping
@@ -121,7 +120,7 @@ class FallibleModel:
         self.latency = float(latency)
         self.usd_per_million_tokens = float(usd_per_million_tokens)
         self.name = name
-        self._demo = DemoModel(name)
+        self._demo = DemoModel(name, latency=latency)  # the demo model waits (and checks the value)
 
     def __repr__(self) -> str:
         return f"FallibleModel(error_rate={self.error_rate}, error_rates={self.error_rates}, seed={self.seed})"
@@ -145,8 +144,6 @@ class FallibleModel:
         on_delta: DeltaCallback | None = None,
     ) -> LLMResponse:
         """Answer as the demo model does, with this model's seeded mistakes at answer points."""
-        if self.latency:
-            await asyncio.sleep(self.latency)
         response = await self._demo(messages, model, tools, temperature)
         names = {t["function"]["name"] for t in tools or []}
         first = next((str(m.get("content") or "") for m in messages if m.get("role") == "user"), "")

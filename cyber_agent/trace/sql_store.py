@@ -69,6 +69,10 @@ class SQLTraceStore(BaseTraceStore):
         super().__init__()
         self._local = threading.local()
         self._columns: MessageColumns = message_columns()
+        names = ["data", *self._columns.names()]
+        self._upsert_message = (  # built once: the statement of every add
+            f"INSERT INTO messages (trace_id, sequence, {', '.join(names)}) VALUES (?, ?{', ?' * len(names)}) "
+            f"ON CONFLICT (trace_id, sequence) DO UPDATE SET {', '.join(f'{n} = excluded.{n}' for n in names)}")
 
     # ---- what a store supplies ----------------------------------------------------------------
     @abstractmethod
@@ -130,19 +134,20 @@ class SQLTraceStore(BaseTraceStore):
 
     def _write_message(self, trace_id: str, sequence: int, data: str) -> None:
         names, values = self._columns.values(data)
-        # A rewritten message: its event first takes the text it announced (one statement, no read).
+        self._execute(self._upsert_message, (trace_id, sequence, data, *values))
+        self._local.written = (trace_id, sequence, data)
+
+    def _rewrite_message(self, trace_id: str, sequence: int, data: str) -> None:
+        # Its event first takes the text it announced (one statement, no read); adds never need this.
         self._execute(
             "UPDATE events SET shared = 0, data = replace(data, ?, ? || (SELECT m.data FROM messages m "
             "WHERE m.trace_id = events.trace_id AND m.sequence = events.sequence)) "
             # Row values through the (trace_id, sequence) index: with `shared` beside them, SQLite's
-            # planner scans the trace's events by primary key instead (an add would cost O(events)).
+            # planner scans the trace's events by primary key instead.
             "WHERE (trace_id, event_id) IN (SELECT trace_id, event_id FROM events WHERE trace_id = ? AND sequence = ?) "
             "AND shared = 1",
             (_SHARED_MARK, '"payload":{"message":', trace_id, sequence))
-        updates = ", ".join(f"{name} = excluded.{name}" for name in ["data", *self._columns.names()])
-        self._execute(f"INSERT INTO messages (trace_id, sequence, data{names}) VALUES (?, ?, ?{', ?' * len(values)}) "
-                      f"ON CONFLICT (trace_id, sequence) DO UPDATE SET {updates}", (trace_id, sequence, data, *values))
-        self._local.written = (trace_id, sequence, data)
+        self._write_message(trace_id, sequence, data)
 
     def _read_all_messages(self, trace_id: str) -> list[Message]:
         rows = self._query("SELECT sequence, data FROM messages WHERE trace_id = ? ORDER BY sequence", (trace_id,))

@@ -119,6 +119,10 @@ class BaseTraceStore(ABC):
     def _read_message(self, trace_id: str, sequence: int) -> Message | None: ...
     @abstractmethod
     def _write_message(self, trace_id: str, sequence: int, data: str) -> None: ...
+    def _rewrite_message(self, trace_id: str, sequence: int, data: str) -> None:
+        """Replace a stored message (`update_message`); a store that shares it with its event unshares it here."""
+        self._write_message(trace_id, sequence, data)
+
     @abstractmethod
     def _read_all_messages(self, trace_id: str) -> list[Message]: ...
     @abstractmethod
@@ -724,7 +728,7 @@ class BaseTraceStore(ABC):
                 raise MessageNotFoundError(message_id)
             updated = _assign(message, updates, f"message {message_id!r}")
             data = encode_json(updated, f"update of message {message_id!r}")
-            self._write_message(trace_id, sequence, data)
+            self._rewrite_message(trace_id, sequence, data)
             return Message.model_validate_json(data)
 
     # ---- events -------------------------------------------------------------------------

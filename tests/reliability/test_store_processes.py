@@ -13,12 +13,12 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from worker_procs import finish_worker, start_worker
 
 from cyber_agent.core.resource_budget import ResourceBudgetController
 from cyber_agent.core.stop import request_stop
@@ -27,20 +27,12 @@ from cyber_agent.trace.budget_limits import ResourceBudget
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="needs SIGKILL")
 
-WORKER = Path(__file__).with_name("store_workers.py")
-ROOT_DIR = Path(__file__).resolve().parents[2]
-
-
 def _start(*args: str) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYTHONPATH": f"{ROOT_DIR}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    return subprocess.Popen([sys.executable, str(WORKER), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            cwd=ROOT_DIR, env=env)
+    return start_worker(*args)
 
 
 def _finish(proc: subprocess.Popen[bytes], timeout: float = 120) -> list[dict[str, Any]]:
-    out, err = proc.communicate(timeout=timeout)
-    assert proc.returncode == 0, err.decode()[-3000:]
-    return [json.loads(line) for line in out.decode().splitlines() if line.strip()]
+    return finish_worker(proc, timeout)
 
 
 def _urls(tmp_path: Path) -> dict[str, str]:

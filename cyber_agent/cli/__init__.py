@@ -5,6 +5,9 @@
     _run.py      run, demo (and the demo's task)
     _provider.py the provider flags of `run`
     _show.py     show
+    _list.py     list
+    _progress.py the live status line of run
+    _documents.py the --json documents and their JSON Schema
     _server.py   serve, extractions
     _otel.py     export-otel
     _store.py    copy, export, import, stop

@@ -6,7 +6,7 @@ import argparse
 import asyncio
 from collections.abc import Awaitable, Callable
 
-__all__ = ["Handler", "Subparsers", "add_store_option", "set_handler", "set_async_handler"]
+__all__ = ["Handler", "Subparsers", "add_json_option", "add_store_option", "set_async_handler", "set_handler"]
 
 Subparsers = argparse._SubParsersAction  # the object `add_subparsers()` returns
 Handler = Callable[[argparse.Namespace], int]
@@ -32,3 +32,9 @@ def add_store_option(parser: argparse.ArgumentParser) -> None:
     """Accept `--store URL` after the command too (`cyber-agent show ID --store sqlite:///runs.db`)."""
     parser.add_argument("--store", default=argparse.SUPPRESS,
                         help="store URL (default: $CYBER_AGENT_STORE, else file:.trace)")
+
+
+def add_json_option(parser: argparse.ArgumentParser, document: str) -> None:
+    """Add `--json`: print one `document` (`cyber_agent/cli/_documents.py`) instead of text."""
+    parser.add_argument("--json", action="store_true",
+                        help=f"print one JSON document ({document}; schema: docs/cli-output.schema.json) instead of text")

@@ -8,12 +8,13 @@
 Every document carries `kind` (which command wrote it) and `schema_version` (raised when a field
 changes meaning or goes away; new fields do not raise it). The schema of all four, a union
 discriminated by `kind`, is `cli_json_schema()`, published as `docs/cli-output.schema.json`
-(`python -m cyber_agent.cli._documents > docs/cli-output.schema.json` rewrites it; a test checks
-the file is current and validates every command's output against it).
+(`cyber-agent schema > docs/cli-output.schema.json` rewrites it; a test checks the file is
+current and validates every command's output against it).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 from datetime import datetime
@@ -21,12 +22,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from cyber_agent.cli._options import Subparsers, set_handler
 from cyber_agent.tools.shell_policy import ShellPolicy
 from cyber_agent.trace.models import Trace
 
 __all__ = [
     "SCHEMA_VERSION", "CliDocument", "ListDocument", "ListFilters", "RunDocument", "ShowDocument", "SweepCells",
-    "SweepDocument", "SweepGroup", "Totals", "TraceRow", "cli_json_schema", "print_document", "trace_row",
+    "SweepDocument", "SweepGroup", "Totals", "TraceRow", "add_schema", "cli_json_schema", "finite_or_none", "print_document",
+    "schema_text", "trace_row",
 ]
 
 SCHEMA_VERSION = 1
@@ -252,5 +255,18 @@ def print_document(document: BaseModel) -> None:
     print(document.model_dump_json())
 
 
-if __name__ == "__main__":
-    print(json.dumps(cli_json_schema(), indent=2, sort_keys=True))
+def schema_text() -> str:
+    """`cli_json_schema()` as the published file holds it."""
+    return json.dumps(cli_json_schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def add_schema(sub: Subparsers) -> None:
+    """Add `schema` (print the JSON Schema of every `--json` document) to the command line."""
+    schema = sub.add_parser("schema", help="print the JSON Schema of the --json documents (docs/cli-output.schema.json)")
+    set_handler(schema, schema_command)
+
+
+def schema_command(args: argparse.Namespace) -> int:
+    """Print `schema_text()`."""
+    print(schema_text(), end="")
+    return 0

@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Callable
 
+from cyber_agent.cli._documents import add_schema
 from cyber_agent.cli._list import add_list
 from cyber_agent.cli._options import Subparsers
 from cyber_agent.cli._otel import add_export_otel
@@ -32,6 +33,7 @@ COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     add_import,
     add_stop,
     add_sweep,
+    add_schema,
 )
 """One registration per command, in `--help` order: each adds its parser and sets its handler."""
 

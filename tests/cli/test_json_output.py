@@ -47,9 +47,9 @@ def test_run_prints_one_valid_document_for_the_finished_run(store):
     assert chat["store"] == url and chat["show_command"] == f"cyber-agent --store {url} show {chat['trace_id']}"
 
 
-def test_a_failed_run_exits_1_with_its_document(tmp_path):
-    done = cli("--store", "memory:", "run", DEMO_TASK, "--max-iterations", "1", "--json", cwd=REPO)
-    assert done.returncode == 1 and validated(done.stdout)["status"] != "completed"
+def test_a_failed_run_exits_1_with_its_document(capsys):
+    assert main(["--store", "memory:", "run", DEMO_TASK, "--max-iterations", "1", "--json"]) == 1
+    assert validated(capsys.readouterr().out)["status"] != "completed"
 
 
 def test_show_json_lists_the_tree_depth_first_with_totals(store):
@@ -103,11 +103,14 @@ def test_list_text_has_one_row_per_root_and_bad_filters_name_the_fix(store):
     rows = done.stdout.splitlines()
     assert rows[0].startswith("created (UTC)") and len(rows) == 1 + len(runs)
     assert runs[-1]["trace_id"] in rows[1] and "recursive" in rows[1]
-    bad = cli("--store", url, "list", "--since", "last tuesday", cwd=REPO)
-    assert bad.returncode == 2 and "'last tuesday'" in bad.stderr and "2d" in bad.stderr
+
+
+@pytest.mark.parametrize(("flag", "value", "named"), [("--since", "last tuesday", "2d"), ("--limit", "-3", "0: no limit")])
+def test_bad_list_filters_exit_2_naming_the_value_and_the_fix(flag, value, named, capsys):
     with pytest.raises(SystemExit) as refused:
-        main(["--store", url, "list", "--limit", "-3"])
-    assert refused.value.code == 2
+        main(["--store", "memory:", "list", flag, value])
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and repr(value) in err and named in err
 
 
 def test_sweep_json_summarises_the_cells(tmp_path):
@@ -122,12 +125,12 @@ def test_sweep_json_summarises_the_cells(tmp_path):
     assert [(g["mode"], g["model"], g["cells"]) for g in document["summary"]] == [("legacy", "demo", 1)]
 
 
-def test_the_published_schema_is_the_one_the_code_builds():
-    done = cli("schema", cwd=REPO)
-    assert done.returncode == 0
-    assert json.loads(done.stdout) == json.loads((REPO / "docs" / "cli-output.schema.json").read_text(encoding="utf-8")), (
+def test_the_published_schema_is_the_one_the_code_builds(capsys):
+    assert main(["schema"]) == 0
+    printed = capsys.readouterr().out
+    assert printed == (REPO / "docs" / "cli-output.schema.json").read_text(encoding="utf-8"), (
         "docs/cli-output.schema.json is stale: run `cyber-agent schema > docs/cli-output.schema.json`")
-    kinds = {d["properties"]["kind"]["const"] for d in json.loads(done.stdout)["$defs"].values() if "kind" in d.get("properties", {})}
+    kinds = {d["properties"]["kind"]["const"] for d in json.loads(printed)["$defs"].values() if "kind" in d.get("properties", {})}
     assert kinds == {"run", "show", "list", "sweep"}
 
 

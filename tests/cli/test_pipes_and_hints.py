@@ -25,7 +25,7 @@ def test_the_hint_is_shell_quoted_and_runs_as_printed(tmp_path):
 
 def test_show_into_a_closed_pipe_exits_quietly(tmp_path):
     url = f"sqlite:///{tmp_path / 'r.db'}"
-    done = cli("--store", url, "demo", "--mode", "legacy", "--json", cwd=REPO)
+    done = cli("--store", url, "run", "say hi", "--json", cwd=REPO)
     trace_id = re.search(r'"trace_id":"([^"]+)"', done.stdout).group(1)
     read, write = os.pipe()
     os.close(read)  # the reader is gone before anything is written: every write breaks the pipe

@@ -5,17 +5,19 @@
 A shell tool is a registered tool whose `category` is `"shell"` (`bash_command`, and its
 self-healing wrapper). `off` leaves them out of the run's registry, so neither the model nor a
 sub-agent can call them (a call gets the unknown-tool error); `confirm` makes each call wait
-for a human decision (T8, the server's approval routes); `allow` keeps them as registered (a
+for a human decision (T8, the server's approval routes; a self-healing `bash_command` then
+only reports a missing command, as when it is registered under approval); `allow` keeps them as registered (a
 tool registered with `requires_confirmation` still waits). The policy is a run-config field, so
 the trace's run-config snapshot records it and children inherit it.
 """
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 from typing import Literal
 
-from cyber_agent.tools.registry import ToolRegistry
+from cyber_agent.tools.registry import ToolRegistry, ToolSpec
 
 __all__ = ["SHELL_CATEGORY", "ShellPolicy", "shell_policy_view", "shell_tool_names"]
 
@@ -37,4 +39,15 @@ def shell_policy_view(registry: ToolRegistry, policy: ShellPolicy) -> ToolRegist
         return registry
     if policy == "off":
         return ToolRegistry(spec for spec in registry if spec.name not in shell)
-    return ToolRegistry(replace(spec, requires_confirmation=True) if spec.name in shell else spec for spec in registry)
+    return ToolRegistry(_confirmed(spec) if spec.name in shell else spec for spec in registry)
+
+
+def _confirmed(spec: ToolSpec) -> ToolSpec:
+    from cyber_agent.tools.builtin.self_heal import SelfHealingBash
+
+    func = spec.func
+    if isinstance(func, SelfHealingBash) and func.enabled:
+        # A reviewer approves the command shown, never a polyfill written afterwards: detect, don't install.
+        func = copy.copy(func)
+        func.enabled = False
+    return replace(spec, requires_confirmation=True, func=func)

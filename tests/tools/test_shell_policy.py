@@ -47,3 +47,16 @@ async def test_confirm_puts_a_shell_call_before_a_reviewer_and_runs_nothing(tmp_
         result = await runner.run_result([{"role": "user", "content": "go"}], RunConfig(shell_tools="confirm"))
     assert result.trace.status == "waiting_confirmation" and not (tmp_path / "ran").exists()
     assert result.trace.run_config.config["shell_tools"] == "confirm"
+
+
+def test_confirm_stops_a_self_healing_shell_from_installing_unreviewed_polyfills():
+    from cyber_agent.tools.builtin.self_heal import register_self_healing_bash
+
+    def never(command_name: str, error: str) -> str:
+        raise AssertionError("no polyfill may be asked for")
+
+    healing = register_self_healing_bash(builtin_registry(), never)
+    assert healing.get("bash_command").func.enabled
+    gated = shell_policy_view(healing, "confirm").get("bash_command")
+    assert gated.requires_confirmation and gated.func.enabled is False
+    assert healing.get("bash_command").func.enabled  # the original wrapper is untouched

@@ -7,7 +7,8 @@
     _progress.py  the live status line of `run` on a terminal
     _show.py      show
     _list.py      list
-    _documents.py the `--json` documents, their JSON Schema, and `schema`
+    _documents.py the `--json` documents and their JSON Schema
+    _schema.py    schema (prints that JSON Schema)
     _server.py    serve, extractions
     _otel.py      export-otel
     _store.py     copy, export, import, stop

@@ -14,7 +14,6 @@ current and validates every command's output against it).
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 from datetime import datetime
@@ -22,13 +21,12 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from cyber_agent.cli._options import Subparsers, set_handler
 from cyber_agent.tools.shell_policy import ShellPolicy
 from cyber_agent.trace.models import Trace
 
 __all__ = [
     "SCHEMA_VERSION", "CliDocument", "ListDocument", "ListFilters", "RunDocument", "ShowDocument", "SweepCells",
-    "SweepDocument", "SweepGroup", "Totals", "TraceRow", "add_schema", "cli_json_schema", "finite_or_none", "print_document",
+    "SweepDocument", "SweepGroup", "Totals", "TraceRow", "cli_json_schema", "finite_or_none", "print_document",
     "schema_text", "trace_row",
 ]
 
@@ -259,14 +257,3 @@ def schema_text() -> str:
     """`cli_json_schema()` as the published file holds it."""
     return json.dumps(cli_json_schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
-
-def add_schema(sub: Subparsers) -> None:
-    """Add `schema` (print the JSON Schema of every `--json` document) to the command line."""
-    schema = sub.add_parser("schema", help="print the JSON Schema of the --json documents (docs/cli-output.schema.json)")
-    set_handler(schema, schema_command)
-
-
-def schema_command(args: argparse.Namespace) -> int:
-    """Print `schema_text()`."""
-    print(schema_text(), end="")
-    return 0

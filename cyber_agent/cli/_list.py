@@ -15,9 +15,11 @@ import re
 import sys
 from datetime import UTC, datetime, timedelta
 
-from cyber_agent.cli._documents import ListDocument, ListFilters, print_document, trace_row
 from cyber_agent.cli._options import Subparsers, add_json_option, add_store_option, set_async_handler
-from cyber_agent.trace.models import Trace
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cyber_agent.trace.models import Trace
 
 __all__ = ["add_list", "parse_since"]
 
@@ -83,6 +85,7 @@ def _row_text(trace: Trace) -> str:
 
 async def list_command(args: argparse.Namespace) -> int:
     """Print the traces of `--store` that match the filters, newest first."""
+    from cyber_agent.cli._documents import ListDocument, ListFilters, print_document, trace_row
     from cyber_agent.trace import open_store
     from cyber_agent.trace.store_listing import list_traces_report
     from cyber_agent.trace.store_url import store_url_of

@@ -7,11 +7,11 @@ import os
 import sys
 from collections.abc import Callable
 
-from cyber_agent.cli._documents import add_schema
 from cyber_agent.cli._list import add_list
 from cyber_agent.cli._options import Subparsers
 from cyber_agent.cli._otel import add_export_otel
 from cyber_agent.cli._run import add_demo, add_run
+from cyber_agent.cli._schema import add_schema
 from cyber_agent.cli._server import add_extractions, add_serve
 from cyber_agent.cli._show import add_show
 from cyber_agent.cli._store import add_copy, add_export, add_import, add_stop

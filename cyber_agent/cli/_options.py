@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 from collections.abc import Awaitable, Callable
 
 __all__ = ["Handler", "Subparsers", "add_json_option", "add_store_option", "set_async_handler", "set_handler"]
@@ -22,10 +21,15 @@ def set_async_handler(parser: argparse.ArgumentParser,
                       handler: Callable[[argparse.Namespace], Awaitable[int]]) -> None:
     """Make the coroutine function `handler` run (in a fresh event loop) when `parser`'s command is chosen."""
 
-    async def awaited(args: argparse.Namespace) -> int:
-        return await handler(args)
+    def run(args: argparse.Namespace) -> int:
+        import asyncio  # here, not at import: `--help` and `--version` need no event loop
 
-    parser.set_defaults(handler=lambda args: asyncio.run(awaited(args)))
+        async def awaited() -> int:
+            return await handler(args)
+
+        return asyncio.run(awaited())
+
+    parser.set_defaults(handler=run)
 
 
 def add_store_option(parser: argparse.ArgumentParser) -> None:

@@ -15,7 +15,6 @@ import shlex
 import sys
 from pathlib import Path
 
-from cyber_agent.cli._documents import RunDocument, print_document
 from cyber_agent.cli._options import Subparsers, add_json_option, add_store_option, set_async_handler
 from cyber_agent.cli._provider import add_provider_flags, provider_flags
 from cyber_agent.cli._show import totals_line, tree_totals, tree_traces
@@ -96,6 +95,7 @@ def show_hint(url: str, trace_id: str) -> str:
 
 
 async def _run(args: argparse.Namespace, task: str, mode: str, anchor: dict | None, fields: dict) -> int:
+    from cyber_agent.cli._documents import RunDocument, print_document
     from cyber_agent.cli._progress import LiveProgress
     from cyber_agent.core.config import RunConfig
     from cyber_agent.core.runner import AgentRunner

@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cyber_agent.cli._documents import ShowDocument, Totals, print_document, trace_row
 from cyber_agent.cli._options import Subparsers, add_json_option, add_store_option, set_async_handler
-from cyber_agent.trace.models import Trace
-from cyber_agent.trace.protocols import TraceStore
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # loaded by the commands, not by building the parser
+    from cyber_agent.cli._documents import Totals
+    from cyber_agent.trace.models import Trace
+    from cyber_agent.trace.protocols import TraceStore
 
 __all__ = ["add_show", "totals_line", "tree_totals", "tree_traces"]
 
@@ -38,6 +41,8 @@ async def tree_traces(store: TraceStore, trace_id: str) -> list[Trace]:
 
 def tree_totals(traces: list[Trace]) -> Totals:
     """Sum traces, messages, tokens and cost over `traces`."""
+    from cyber_agent.cli._documents import Totals
+
     return Totals(traces=len(traces), messages=sum(t.total_messages for t in traces),
                   tokens=sum(t.total_tokens for t in traces), cost_usd=sum(t.total_cost for t in traces))
 
@@ -50,6 +55,7 @@ def totals_line(totals: Totals) -> str:
 
 async def show_command(args: argparse.Namespace) -> int:
     """Print the tree under `args.trace_id` and its totals."""
+    from cyber_agent.cli._documents import ShowDocument, print_document, trace_row
     from cyber_agent.trace import open_store
     from cyber_agent.trace.render import render_trace_tree
     from cyber_agent.trace.store_url import store_url_of

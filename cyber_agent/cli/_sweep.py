@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cyber_agent.cli._documents import SweepCells, SweepDocument, SweepGroup, finite_or_none, print_document
 from cyber_agent.cli._options import Subparsers, add_json_option, add_store_option, set_async_handler
 
 __all__ = ["add_sweep", "sweep_command"]
@@ -38,6 +37,7 @@ async def sweep_command(args: argparse.Namespace) -> int:
     """Run the sweep of `args.file` on `--store` (or the file's store) and print the summary."""
     import pandas as pd
 
+    from cyber_agent.cli._documents import SweepCells, SweepDocument, SweepGroup, finite_or_none, print_document
     from cyber_agent.experiments import TextProgressBar, run_sweep, summarize
     from cyber_agent.experiments.sweep_file import load_sweep_file
     from cyber_agent.trace import open_store

@@ -3,6 +3,7 @@
     cyber-agent --store file:.trace copy --to sqlite:///runs.db [ROOT ...]
     cyber-agent --store sqlite:///runs.db export ROOT ... --out runs.jsonl.gz
     cyber-agent --store sqlite:///runs.db import runs.jsonl.gz
+    cyber-agent import --from inspect|otel|redel PATH... [--store URL]   (other tools' runs: docs/importers.md)
     cyber-agent --store sqlite:///runs.db stop ROOT [--reason TEXT]
 
 Every command takes the global `--store URL` (`cyber_agent/trace/store_url.py:open_store`).
@@ -30,8 +31,12 @@ def add_store_commands(sub: argparse._SubParsersAction) -> None:
     export = sub.add_parser("export", help="write trees of --store to one portable .jsonl(.gz) file")
     export.add_argument("root_ids", nargs="*", help="roots to export (default: every trace)")
     export.add_argument("--out", required=True, help="export file (.jsonl or .jsonl.gz)")
-    imported = sub.add_parser("import", help="load an export file into --store")
-    imported.add_argument("path", help="export file written by `cyber-agent export` or export_traces()")
+    imported = sub.add_parser("import", help="load export files, or other tools' runs (--from), into --store")
+    imported.add_argument("paths", nargs="+", metavar="PATH",
+                          help="export file (`cyber-agent export`), or with --from: log files or folders of them")
+    imported.add_argument("--from", dest="source", choices=["export", "inspect", "otel", "redel"], default="export",
+                          help="export (default) | inspect (.eval/.json logs) | otel (OTLP/JSON) | redel (state.json runs)")
+    imported.add_argument("--store", default=argparse.SUPPRESS, help="store URL (default: the global --store)")
     imported.add_argument("--skip-existing", action="store_true", help="leave traces the store already has")
     stop = sub.add_parser("stop", help="persist a stop of a trace's subtree; every process running part of it halts")
     stop.add_argument("trace_id")
@@ -55,13 +60,18 @@ async def store_command(args: argparse.Namespace) -> int:
         path = await aexport_traces(store, args.root_ids or None, args.out)
         print(f"wrote {path}")
         return 0
+    if args.command == "import" and args.source != "export":
+        from cyber_agent.importers._command import import_command
+
+        return await import_command(store, args.paths, args.source)
     if args.command == "import":
         from cyber_agent.notebook.export import load_export
 
-        loaded = load_export(args.path)
-        records = await loaded.read_records(None)
-        written = await store.import_records(records, skip_existing=args.skip_existing)
-        print(f"imported {len(written)} of {len(records)} traces into {store!r}")
+        for path in args.paths:
+            loaded = load_export(path)
+            records = await loaded.read_records(None)
+            written = await store.import_records(records, skip_existing=args.skip_existing)
+            print(f"imported {len(written)} of {len(records)} traces into {store!r}")
         return 0
     from cyber_agent.core.stop import request_stop
 

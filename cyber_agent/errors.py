@@ -244,4 +244,5 @@ class ImportFormatError(CyberAgentError, ValueError):
         self.path = Path(path)
         self.source = source
         self.problem = problem
-        super().__init__(f"{self.path} is not a {source} file: {problem}")
+        article = "an" if source[:1].lower() in "aeiou" else "a"
+        super().__init__(f"{self.path} is not {article} {source}: {problem}")

@@ -38,7 +38,12 @@ def _inspect_log(path: Path) -> Any:
     try:
         return read_eval_log(str(path), resolve_attachments=True)
     except Exception as exc:  # noqa: BLE001 - inspect raises zip, JSON and pydantic errors alike
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        errors = exc.errors() if callable(getattr(exc, "errors", None)) else None
+        if errors:
+            where = ".".join(str(part) for part in errors[0].get("loc", ())) or "(top level)"
+            first = f"{where}: {errors[0].get('msg')}"
+        else:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ImportFormatError(path, _SOURCE, f"{type(exc).__name__}: {first}") from None
 
 

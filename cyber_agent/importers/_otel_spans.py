@@ -23,7 +23,7 @@ from cyber_agent.trace.protocols import TraceStore
 
 __all__ = ["import_spans", "read_otel_file", "records_from_sdk", "records_from_otlp_json"]
 
-_SOURCE = "OTLP/JSON"
+_SOURCE = "OTLP/JSON file"
 
 
 def _id(value: Any, size: int, where: str, path: Path) -> str | None:

@@ -135,7 +135,7 @@ async def import_runs(
             continue
         kind = fmt or detect_format(path)
         if kind is None:
-            raise ImportFormatError(path, "run", "its format is not recognised (an Inspect .eval/.json log, an "
+            raise ImportFormatError(path, "run file cyber-agent can import", "its format is not recognised (an Inspect .eval/.json log, an "
                                                  "OTLP/JSON file, a ReDel state.json); name it with --from / source=")
         work.append(Candidate(path=path, source=kind))
     explicit = {Path(p) for p in paths}

@@ -212,13 +212,13 @@ def read_redel(path: Path) -> list[TracePlan]:
     state_path = redel_state_path(path)
     state = _load_state(state_path)
     nodes = {node.id: node for node in state.state}
-    roots = [node for node in state.state if node.parent is None]
-    if not roots:
-        raise ImportFormatError(state_path, "ReDel state.json", "no node has parent null (no root)")
     for node in state.state:
         if node.parent is not None and node.parent not in nodes:
             raise ImportFormatError(state_path, "ReDel state.json",
                                     f"node {node.id!r} names parent {node.parent!r}, which is not a node of the file")
+    roots = [node for node in state.state if node.parent is None]
+    if not roots:
+        raise ImportFormatError(state_path, "ReDel state.json", "no node has parent null (no root)")
     events_path = state_path.parent / EVENTS_FILE
     timelines: dict[str, _Timeline] = {}
     file_notes: list[str] = []

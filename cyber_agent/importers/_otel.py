@@ -79,8 +79,19 @@ def _int(value: Any) -> int:
 def _text_of(parts: Any) -> str | None:
     if not isinstance(parts, list):
         return None
-    texts = [str(p.get("content", "")) for p in parts if isinstance(p, dict) and p.get("type") == "text"]
+    texts = [str(p["content"]) for p in parts if isinstance(p, dict) and p.get("type") == "text" and "content" in p]
     return "\n".join(texts) if texts else None
+
+
+def _has_text(parts: Any) -> bool:
+    return isinstance(parts, list) and any(isinstance(p, dict) and p.get("type") == "text" for p in parts)
+
+
+def _captured(items: Any) -> bool:
+    """True when any part carries content (a text, arguments, a response), not only structure."""
+    return isinstance(items, list) and any(
+        isinstance(part, dict) and ("content" in part or "response" in part or "arguments" in part)
+        for item in items if isinstance(item, dict) for part in item.get("parts") or ())
 
 
 def _response_text(value: Any) -> str:
@@ -116,12 +127,13 @@ class _Conversation:
                 if call_id and call_id in self.answered:
                     continue
                 self.answered.add(call_id)
-                self.add("tool", when, content=_response_text(part.get("response")), tool_call_id=call_id or None,
-                         tool_name=self.call_names.get(call_id), metadata=dict(ids))
+                response = part.get("response")
+                self.add("tool", when, content=None if response is None else _response_text(response),
+                         tool_call_id=call_id or None, tool_name=self.call_names.get(call_id), metadata=dict(ids))
         text = _text_of(parts)
         if role == "assistant":
             self.assistant(item, when, span_id, usage=None)
-        elif text is not None:
+        elif text is not None or _has_text(parts):
             self.add("system" if role == "system" else "user", when, content=text, metadata=dict(ids))
 
     def assistant(self, item: dict[str, Any] | None, when: datetime | None, span_id: str,
@@ -165,8 +177,8 @@ class _Conversation:
             system = _text_of(_json(a.get("gen_ai.system_instructions")))
             if system:
                 self.add("system", start, content=system, metadata={"source_ids": {"span_id": span.span_id}})
+        self.content = self.content or _captured(inputs) or _captured(outputs)
         if isinstance(inputs, list):
-            self.content = True
             if not first:  # the history repeats: only what came after the model last spoke is new
                 last = max((i for i, m in enumerate(inputs) if isinstance(m, dict) and m.get("role") == "assistant"),
                            default=-1)
@@ -176,7 +188,6 @@ class _Conversation:
                     self.input_message(item, start, span.span_id)
         replies = [m for m in outputs if isinstance(m, dict)] if isinstance(outputs, list) else []
         if replies:
-            self.content = True
             self.assistant(replies[0], end, span.span_id, usage=span)
             for extra in replies[1:]:
                 self.assistant(extra, end, span.span_id, usage=None)
@@ -267,7 +278,9 @@ def _trace_group(otel_trace_id: str, spans: list[SpanRecord], path: str) -> list
             continue
         owner, call = parents[span.span_id]
         parent_plan = plans.get(owner) if owner else None
-        depth[span.span_id] = depth[owner] + 1 if owner in depth else 0
+        stated = span.attributes.get("cyber_agent.depth")  # our own export states it (a validator shares its target's)
+        nested = depth[owner] + 1 if owner in depth else 0
+        depth[span.span_id] = stated if isinstance(stated, int) and not isinstance(stated, bool) else nested
         root_of[span.span_id] = root_of[owner] if owner in root_of else span.span_id
         plan = _agent_plan(span, owned[span.span_id], otel_trace_id, path, parent_plan, depth[span.span_id],
                            import_trace_id("otel", f"{otel_trace_id}/{root_of[span.span_id]}"), call)

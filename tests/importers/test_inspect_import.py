@@ -69,3 +69,16 @@ async def test_a_folder_of_logs_imports_both_formats_and_detects_them(logs):
     # the .json is the same eval written again: its ids meet the trees of the first file
     [again] = summary.skipped
     assert again.path.suffix in (".eval", ".json") and again.reason.startswith("already imported")
+
+
+async def test_scores_step_through_the_stepper_as_validations(logs):
+    from cyber_agent.notebook.frames import ato_frames
+    from cyber_agent.notebook.stepper import protocol_items
+
+    store = open_store("memory:")
+    summary = await import_runs([logs[0]], store)
+    frames = await ato_frames(store, summary.roots[0])
+    items = protocol_items(frames)
+    kinds = [item.kind for item in items]
+    assert "validation" in kinds and items[kinds.index("validation")].verdict in ("pass", "fail")
+    assert set(frames.verdicts["scope"]) == {"root"}

@@ -38,7 +38,8 @@ def _inspect_log(path: Path) -> Any:
     try:
         return read_eval_log(str(path), resolve_attachments=True)
     except Exception as exc:  # noqa: BLE001 - inspect raises zip, JSON and pydantic errors alike
-        errors = exc.errors() if callable(getattr(exc, "errors", None)) else None
+        errors_of = getattr(exc, "errors", None)
+        errors = errors_of() if callable(errors_of) else None
         if errors:
             where = ".".join(str(part) for part in errors[0].get("loc", ())) or "(top level)"
             first = f"{where}: {errors[0].get('msg')}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from cyber_agent.importers import ImportProgress, ImportSummary, import_runs
 from cyber_agent.notebook.bridge import in_notebook, run_sync
@@ -29,7 +30,7 @@ class _Bar:
     """An ipywidgets progress bar shown on the first update (nothing outside a notebook)."""
 
     def __init__(self) -> None:
-        self.widget: object | None = None
+        self.widget: Any = None
 
     def __call__(self, update: ImportProgress) -> None:
         if not in_notebook():
@@ -40,8 +41,8 @@ class _Bar:
         if self.widget is None:
             self.widget = widgets.IntProgress(min=0, max=update.total, description="import")
             display(self.widget)
-        self.widget.value = update.done  # type: ignore[attr-defined]
-        self.widget.description = f"{update.done}/{update.total}"  # type: ignore[attr-defined]
+        self.widget.value = update.done
+        self.widget.description = f"{update.done}/{update.total}"
 
 
 def _paths(path: PathArg) -> list[Path]:

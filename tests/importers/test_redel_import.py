@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 from redel_fixture import ALPHA, BETA, DEPTHS, GAMMA, HISTORIES, PARENTS, ROOT, tokens_for, write_run
 
+from tests import pg_server
+
 from cyber_agent.errors import ImportFormatError
 from cyber_agent.importers import import_runs
 from cyber_agent.importers._plan import import_trace_id
@@ -82,10 +84,19 @@ async def test_delegate_calls_link_to_the_children_they_started():
             assert child.provenance.started_by_call == call_id
 
 
-@pytest.mark.parametrize("url", ["memory:", "file", "sqlite"])
+STORES = ["memory:", "file", "sqlite"] + (["postgres"] if pg_server.available() or pg_server.required() else [])
+
+
+def _target(kind: str, tmp_path: Path) -> str:
+    if kind == "postgres":  # the session's throw-away server, one schema per test (as tests/trace does)
+        return pg_server.server().schema_url(pg_server.schema_for(str(tmp_path)))
+    return {"memory:": "memory:", "file": f"file:{tmp_path / 'store'}", "sqlite": f"sqlite:///{tmp_path / 'r.db'}"}[kind]
+
+
+@pytest.mark.parametrize("url", STORES)
 async def test_a_run_with_events_has_their_tokens_and_times_in_any_store(tmp_path, url):
     folder = write_run(tmp_path / "run")
-    target = {"memory:": "memory:", "file": f"file:{tmp_path / 'store'}", "sqlite": f"sqlite:///{tmp_path / 'r.db'}"}[url]
+    target = _target(url, tmp_path)
     store = open_store(target)
     summary = await import_runs([folder], store)  # the format is detected
     assert summary.imported[0].source == "redel" and summary.traces == 4

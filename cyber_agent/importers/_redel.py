@@ -306,10 +306,14 @@ def _plan(node: _Node, state: _State, path: Path, timeline: _Timeline | None, mi
 
 
 def _link(plan: TracePlan, node: _Node, nodes: dict[str, _Node], plans: dict[str, TracePlan]) -> None:
-    """Pair each `delegate` call of the node with the child whose first user message is its instructions."""
+    """Pair each `delegate` call of the node with the child whose first user message is its instructions,
+    else with the child whose assistant texts (joined as DelegateOne returns them) are the call's result."""
     children = [nodes[c] for c in node.children if c in nodes] or [n for n in nodes.values() if n.parent == node.id]
     firsts = {child.id: next((_text(m.content) for m in child.chat_history if m.role == "user"), None)
               for child in children}
+    answers = {child.id: "\n".join(_text(m.content) or "" for m in child.chat_history
+                                   if m.role == "assistant" and _text(m.content)) for child in children}
+    results = {m.tool_call_id: _text(m.content) for m in node.chat_history if m.role in ("function", "tool")}
     unmatched = [child.id for child in children]
     offset = len(node.always_included_messages)
     for index, message in enumerate(node.chat_history):
@@ -321,6 +325,8 @@ def _link(plan: TracePlan, node: _Node, nodes: dict[str, _Node], plans: dict[str
             if match is None and isinstance(instructions, str):
                 match = next((c for c in unmatched if " ".join(str(firsts[c] or "").split())
                               == " ".join(instructions.split())), None)
+            if match is None and results.get(call.id):  # DelegateOne answers with the helper's texts joined
+                match = next((c for c in unmatched if answers[c] and answers[c] == results[call.id]), None)
             if match is None:
                 continue  # refused (e.g. "You shouldn't delegate the entire task"): no child started
             unmatched.remove(match)

@@ -161,3 +161,17 @@ async def test_in_a_folder_a_bad_run_is_skipped_with_its_reason_and_the_rest_imp
     assert [i.path.name for i in summary.imported] == ["good"]
     [skipped] = summary.skipped
     assert skipped.path.name == "bad" and "not JSON" in skipped.reason
+
+
+async def test_a_call_whose_instructions_were_reworded_links_by_the_answer_it_returned(tmp_path):
+    folder = write_run(tmp_path / "run", events=False)
+    state = json.loads((folder / "state.json").read_text())
+    gamma = next(n for n in state["state"] if n["id"] == GAMMA)
+    gamma["chat_history"][0]["content"] = "Centurion (a eucalyptus): how tall?"  # no longer the call's text
+    (folder / "state.json").write_text(json.dumps(state))
+    store = open_store("memory:")
+    await import_runs([folder], store)
+    session = state["id"]
+    [started] = [e for e in await store.get_events(_id(session, BETA)) if e.type == "sub_trace_started"]
+    assert started.payload["trace_id"] == _id(session, GAMMA)
+    assert (await store.get_trace(_id(session, GAMMA))).provenance.started_by_call == "b1"

@@ -141,10 +141,13 @@ def _add_server_commands(sub: argparse._SubParsersAction) -> None:
                        help="front-end origin allowed by CORS and WebSocket checks (repeat; default :3000 on localhost)")
     otel = sub.add_parser("export-otel", help="send a stored tree to an OTLP/HTTP collector (the otel extra)")
     otel.add_argument("root_id", help="root trace id of the tree")
-    otel.add_argument("--endpoint", required=True, help="collector URL, e.g. http://127.0.0.1:4318 (/v1/traces is added)")
+    otel.add_argument("--endpoint", default=None,
+                      help="collector URL, e.g. http://127.0.0.1:4318 (/v1/traces is added; else OTEL_EXPORTER_OTLP_TRACES_ENDPOINT)")
     otel.add_argument("--store", default=argparse.SUPPRESS, help="store URL (default: $CYBER_AGENT_STORE, else file:.trace)")
     otel.add_argument("--capture-content", action="store_true", help="also send prompts, answers and tool I/O")
     otel.add_argument("--timeout", type=float, default=10.0, help="seconds the collector may take (default 10)")
+    otel.add_argument("--header", action="append", default=[], metavar="K=V",
+                      help="request header, e.g. 'Authorization=Bearer ...' (repeat; over OTEL_EXPORTER_OTLP_TRACES_HEADERS)")
     extractions = sub.add_parser("extractions", help="review lessons extracted by reflections")
     extractions.add_argument("action", choices=["list", "approve", "reject"])
     extractions.add_argument("extraction_id", nargs="?")
@@ -160,7 +163,7 @@ def _export_otel(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return export_command(_store(args.store), args.root_id, args.endpoint, capture_content=args.capture_content,
-                          timeout=args.timeout)
+                          timeout=args.timeout, headers=args.header)
 
 
 def _server_command(args: argparse.Namespace) -> int:

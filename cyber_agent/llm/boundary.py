@@ -175,24 +175,20 @@ async def _read_stream(response: httpx.Response, wire: Wire, model: str, limits:
 
 
 async def _read_body(response: httpx.Response, wire: Wire, model: str, limits: CallLimits) -> LLMResponse:
-    chunks: list[bytes] = []
-    size = 0
+    raw = bytearray()  # one buffer, never more than max_body_bytes
     try:
         async for chunk in response.aiter_bytes():
-            size += len(chunk)
-            if size > limits.max_body_bytes:
+            if len(raw) + len(chunk) > limits.max_body_bytes:
                 raise LLMTransportError(limit_text("max_body_bytes", limits.max_body_bytes, "bytes",
                                                    f"the {wire.name} answer body was not read whole"))
-            chunks.append(chunk)
+            raw += chunk
     except httpx.TransportError as exc:
-        raise RetryableRead(type(exc).__name__, f"the {wire.name} answer broke after {size} bytes "
+        raise RetryableRead(type(exc).__name__, f"the {wire.name} answer broke after {len(raw)} bytes "
                             f"({type(exc).__name__}: {exc or 'no detail'})") from exc
-    raw = b"".join(chunks)
-    del chunks
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError) as exc:
-        excerpt = raw[:200].decode("utf-8", errors="replace")
+        excerpt = bytes(raw[:200]).decode("utf-8", errors="replace")
         raise LLMProtocolError(f"{wire.name} answered HTTP {response.status_code} with a body that is not JSON: "
                                f"{excerpt!r}") from exc
     if not isinstance(data, dict):

@@ -4,6 +4,7 @@ commands (copy, export, import, stop: `cyber_agent/cli_store.py`) and sweep (`cy
 from __future__ import annotations
 
 import argparse
+import logging
 import asyncio
 import os
 import sys
@@ -196,6 +197,10 @@ def _server_command(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line."""
+    level = os.environ.get("CYBER_AGENT_LOG", "").strip().upper()  # INFO: retries, waits and stops (docs/runner.md)
+    if level:
+        logging.basicConfig(level=level if level in logging.getLevelNamesMapping() else "INFO",
+                            format="%(levelname)s %(name)s: %(message)s")
     parser = argparse.ArgumentParser(prog="cyber-agent", description="Run LLM agents and study what they did.")
     parser.add_argument("--store", default=None,
                         help="store URL: file:.trace | sqlite:///runs.db | postgresql://user@host/db | memory: (default: $CYBER_AGENT_STORE, else file:.trace)")

@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from cyber_agent.errors import ConfigurationError
 
@@ -125,11 +125,11 @@ class ProviderSettings(BaseModel):
     """Prices by model-name prefix, merged over the built-in table and `price_file`."""
     deadline: float = DEFAULT_DEADLINE
     """Seconds one model call may take overall, every attempt, backoff wait and streamed chunk included."""
-    max_output_chars: int = Field(DEFAULT_MAX_OUTPUT_CHARS, ge=1)
+    max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
     """Characters of text and tool arguments one answer may carry, streamed or not."""
-    max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1)
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     """Bytes of a non-streamed answer body, or of one streamed event, read before the call fails."""
-    max_error_bytes: int = Field(DEFAULT_MAX_ERROR_BYTES, ge=1)
+    max_error_bytes: int = DEFAULT_MAX_ERROR_BYTES
     """Bytes of an error answer read to quote it in the error (the rest is not read)."""
 
     @field_validator("timeout")
@@ -141,6 +141,13 @@ class ProviderSettings(BaseModel):
     @classmethod
     def _deadline(cls, value: float) -> float:
         return _positive("deadline", value)
+
+    @field_validator("max_output_chars", "max_body_bytes", "max_error_bytes")
+    @classmethod
+    def _caps(cls, value: int, info: ValidationInfo) -> int:
+        if value < 1:
+            raise ValueError(f"{info.field_name} must be >= 1, got {value!r}")
+        return value
 
     @field_validator("connect_timeout")
     @classmethod

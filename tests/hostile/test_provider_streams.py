@@ -123,3 +123,12 @@ async def test_a_run_whose_streams_are_always_cut_fails_and_says_why(fmt: Format
     assert not [m for m in result.messages if m.role == "assistant"]  # the half answer never became the answer
     retries = [e.payload for e in await store.get_events(result.trace.trace_id) if e.type == "llm_retry"]
     assert [(r["error"], r["partial_text"]) for r in retries] == [("stream cut off", "The file ")]
+
+
+def test_the_limits_are_cli_flags_and_a_bad_value_names_its_setting(capsys: pytest.CaptureFixture[str]):
+    from cyber_agent.cli import main
+
+    assert main(["--store", "memory:", "run", "hi", "--model", "openai:gpt-4o", "--deadline", "0"]) == 2
+    assert "deadline" in capsys.readouterr().err
+    assert main(["--store", "memory:", "run", "hi", "--model", "openai:gpt-4o", "--max-body-bytes", "0"]) == 2
+    assert "max_body_bytes" in capsys.readouterr().err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Callable
@@ -75,6 +76,10 @@ def _reader_went_away() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line."""
+    level = os.environ.get("CYBER_AGENT_LOG", "").strip().upper()  # INFO: retries, waits and stops (docs/runner.md)
+    if level:
+        logging.basicConfig(level=level if level in logging.getLevelNamesMapping() else "INFO",
+                            format="%(levelname)s %(name)s: %(message)s")
     args = build_parser().parse_args(argv)
     try:
         status: int = args.handler(args)

@@ -42,7 +42,10 @@ from cyber_agent.tools.shell_policy import shell_policy_view
 from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.protocols import TraceStore
 
-__all__ = ["AgentRunner", "RunEvent", "RunResult", "default_registry"]
+__all__ = ["HOOK_SETTLE_TIMEOUT", "AgentRunner", "RunEvent", "RunResult", "default_registry"]
+
+HOOK_SETTLE_TIMEOUT = 30.0
+"""Seconds a root's `run_result` waits for hooks marked `settle_before_return` (see `AgentRunner._settle_hooks`)."""
 
 
 def default_registry() -> ToolRegistry:
@@ -89,6 +92,7 @@ class AgentRunner:
         self._workspace_archetypes: dict[Path, ArchetypeRegistry] = {}
         self._explicit_archetypes = archetypes is not None
         self._hook_tasks: set[asyncio.Task[None]] = set()
+        self._settle_tasks: set[asyncio.Task[None]] = set()
         self._held: dict[str, list[str]] = {}
 
     @property
@@ -161,6 +165,8 @@ class AgentRunner:
             else:
                 new.append(event)
         assert trace is not None
+        if child is None:
+            await self._settle_hooks()
         answer = trace.result_summary if trace.status == "completed" else None
         branch = config.side_branch if config is not None else None
         if branch is not None:
@@ -186,6 +192,17 @@ class AgentRunner:
             await asyncio.wait(late)
         return len(late)
 
+    async def _settle_hooks(self) -> None:
+        """Wait (at most `HOOK_SETTLE_TIMEOUT`) for the hook tasks of hooks that must finish before `run_result` returns.
+
+        A hook with `settle_before_return = True` (the OTel observer: it only reads the store and
+        queues spans) is done when the root's `run_result` returns, so `observer.flush()` right
+        after it sends every span. Tasks that outlive the wait keep running; nothing is cancelled.
+        """
+        pending = {task for task in self._hook_tasks if task in self._settle_tasks}
+        if pending:
+            await asyncio.wait(pending, timeout=HOOK_SETTLE_TIMEOUT)
+
     def _after_run(self, services: RunServices, state: RunState, duration_s: float) -> None:
         """Schedule the post-turn hooks of a finished run in a runner-owned background task."""
         if not services.post_turn_hooks:
@@ -194,10 +211,13 @@ class AgentRunner:
             run_post_turn_hooks(services, state, duration_s), name=f"post-turn-hooks:{state.trace.trace_id}",
         )
         self._hook_tasks.add(task)
+        if any(getattr(hook, "settle_before_return", False) for hook in services.post_turn_hooks):
+            self._settle_tasks.add(task)
         task.add_done_callback(self._hook_done)
 
     def _hook_done(self, task: asyncio.Task[None]) -> None:
         self._hook_tasks.discard(task)
+        self._settle_tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:  # a store failure while recording a hook error
             warnings.warn(f"post-turn hooks failed: {task.exception()!r}", RuntimeWarning, stacklevel=1)
 

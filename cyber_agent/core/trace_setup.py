@@ -140,9 +140,14 @@ async def _prepare_new(
     depth = 0
     root_id: str | None = None
     root_setup: RootSetup | None = None
+    # The root goal's title comes from typed records where there are some (a child's brief, a
+    # root's anchor), never from parsing their rendered text.
+    title: str | None = child.protocol.brief.objective if child is not None and child.protocol.brief is not None else None
     if config.parent_trace_id is None:
         policy, root_setup = _root_setup(config)
         if root_setup is not None and root_setup.anchor is not None:
+            if _task_text(messages) is None:
+                title = root_setup.anchor.objective
             messages = [*messages, {"role": "user", "content": _anchor_message(root_setup.anchor)}]
     else:
         known = child.parent if child is not None else None
@@ -183,7 +188,7 @@ async def _prepare_new(
     allowed = runtime_tool_names(services.registry.names(), config.tools, trace)
     # The root goal exists, in progress and in focus, from the first write on (fewer store calls per run).
     tree = GoalTree(mission=task, cascade_completion=policy.cascade_completion)
-    root_goal = tree.add(_goal_title(task))
+    root_goal = tree.add((title or _goal_title(task))[:200])
     root_goal.status = "in_progress"
     tree.current_id = root_goal.id
     trace.current_goal_id = root_goal.id
@@ -298,10 +303,11 @@ async def _prepare_existing(services: RunServices, messages: list[dict[str, Any]
 
 
 def _goal_title(task: str) -> str:
+    """The root goal of a plain-text task: its first non-empty line (a leading markdown `#` dropped)."""
     for line in task.strip().splitlines():
         line = line.strip().lstrip("#").strip()
-        if line and not line.lower().startswith(("task brief", "root task")):
-            return line.removeprefix("Objective:").strip()[:200]
+        if line:
+            return line
     return "task"
 
 

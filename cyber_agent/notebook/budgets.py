@@ -14,7 +14,7 @@ every trace that is not a validator — what the A10 budget counts (`AGENTS_DEFI
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any
 
 import numpy as np
@@ -108,7 +108,7 @@ def budget_frame(
     the tree's own limits: "what would this legacy run use of a recursive budget?".
     """
     frames = _tree(source, root_trace_id)
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     root = frames.traces.iloc[0]
     setup = root["root_setup"] if isinstance(root["root_setup"], dict) else {}
     budget = setup.get("resource_budget") if isinstance(setup.get("resource_budget"), dict) else None

@@ -31,7 +31,6 @@ from cyber_agent.notebook.tree_labels import VERDICT_MARKS
 from cyber_agent.notebook.trees import tree_frames
 from cyber_agent.trace.bulk import gc_paused
 from cyber_agent.trace.models import Message
-from cyber_agent.trace.protocols import TraceReader
 
 __all__ = ["TraceExplorer"]
 

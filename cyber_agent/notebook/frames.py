@@ -38,7 +38,7 @@ from cyber_agent.trace.bulk import gc_paused
 __all__ = ["SCHEMAS", "TraceFrames", "ato_frames", "frames_from_records", "to_frames"]
 
 TS = "datetime64[ns, UTC]"
-S, I, NI, F, B, NB, O = "string", "int64", "Int64", "float64", "bool", "boolean", "object"
+S, I, NI, F, B, NB, O = "string", "int64", "Int64", "float64", "bool", "boolean", "object"  # noqa: E741 - dtype shorthands of the table below
 
 SCHEMAS: dict[str, dict[str, str]] = {
     "traces": {

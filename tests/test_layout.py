@@ -33,8 +33,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"protocol"}),
     frozenset({"core"}),
     frozenset({"experiments", "otel", "server"}),
-    frozenset({"notebook", "cli_sweep"}),
-    frozenset({"cli_store"}),
+    frozenset({"notebook"}),
     frozenset({"cli", "__init__"}),
 )
 """Packages (and top-level modules) from the bottom up; a unit imports only units of lower layers."""
@@ -203,7 +202,7 @@ def test_llm_imports_only_errors_and_itself():
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
 
 
-ENTRY_POINTS_USING_NOTEBOOK = {"cli_store.py"}
+ENTRY_POINTS_USING_NOTEBOOK = {"cli/_store.py"}
 """The CLI is an entry point on top of the package, like the server: its export/import commands
 use the notebook's export format (loaded inside the command, never at import)."""
 

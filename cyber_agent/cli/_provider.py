@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 __all__ = ["add_provider_flags", "provider_flags"]
 
@@ -23,7 +24,7 @@ def add_provider_flags(run: argparse.ArgumentParser) -> None:
                        help="always (--stream) or never (--no-stream) stream answers (CYBER_AGENT_STREAM)")
 
 
-def provider_flags(args: argparse.Namespace) -> dict:
+def provider_flags(args: argparse.Namespace) -> dict[str, Any]:
     """The provider settings given on the command line, for `RunConfig.provider`."""
     names = {"timeout": "timeout", "retries": "retries", "max_tokens": "max_tokens", "stream": "stream"}
     return {field: getattr(args, flag) for flag, field in names.items() if getattr(args, flag) is not None}

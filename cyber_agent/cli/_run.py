@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 import os
 import sys
 from pathlib import Path
@@ -68,7 +69,7 @@ async def demo_command(args: argparse.Namespace) -> int:
 
 async def _run(
     task: str, model: str, mode: str, store_path: str | None, workspace: str | None, max_iterations: int,
-    anchor: dict | None = None, provider: dict | None = None, dialect: str | None = None,
+    anchor: dict[str, Any] | None = None, provider: dict[str, Any] | None = None, dialect: str | None = None,
 ) -> int:
     from cyber_agent.core.config import RunConfig
     from cyber_agent.core.runner import AgentRunner

@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 
+from typing import TYPE_CHECKING
+
 from cyber_agent.cli._options import Subparsers, add_store_option, set_async_handler
+
+if TYPE_CHECKING:
+    from cyber_agent.trace.protocols import TraceReader
 
 __all__ = ["add_show", "tree_totals"]
 
@@ -18,7 +23,7 @@ def add_show(sub: Subparsers) -> None:
     set_async_handler(show, show_command)
 
 
-async def tree_totals(store, trace_id: str) -> dict[str, float]:  # noqa: ANN001 - a TraceStore
+async def tree_totals(store: TraceReader, trace_id: str) -> dict[str, float]:
     """Sum traces, messages, tokens and cost over the tree under `trace_id`."""
     totals = {"traces": 0, "messages": 0, "tokens": 0, "cost": 0.0}
     stack = [trace_id]

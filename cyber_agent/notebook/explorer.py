@@ -104,7 +104,7 @@ class TraceExplorer(RichDisplay):
     def _subtree_counts(self) -> dict[str, tuple[int, int, int]]:
         """(traces below, failed or stopped below, fail verdicts below) of every trace."""
         counts: dict[str, tuple[int, int, int]] = {}
-        order = list(self._rows)
+        order: list[str] = list(self._rows)
         for trace_id in reversed(order):  # children come after their parent in frame order
             below, bad, rejected = 0, 0, 0
             for child in self._children.get(trace_id, []):
@@ -228,7 +228,7 @@ class TraceExplorer(RichDisplay):
             if needle in haystack:
                 self.select(trace_id)
                 self.status.value = f"found {text!r}: {text_of.path}"
-                return trace_id
+                return str(trace_id)
         self.status.value = f"nothing matches {text!r}"
         return None
 

@@ -175,7 +175,8 @@ class TraceFrames(RichDisplay):
     def roots(self) -> list[str]:
         """Ids of the root traces, in creation order."""
         roots = self.traces[self.traces["parent_trace_id"].isna()]
-        return roots.sort_values(["created_at", "trace_id"])["trace_id"].tolist()
+        ids: list[str] = roots.sort_values(["created_at", "trace_id"])["trace_id"].tolist()
+        return ids
 
     def tree(self, trace_id: str) -> TraceFrames:
         """The frames restricted to a trace and its descendants."""

@@ -21,6 +21,7 @@ demo: $(STAMP)
 NBVAL := --nbval-lax --nbval-current-env --nbval-cell-timeout=120 $(if $(wildcard notebooks/sanitize.cfg),--nbval-sanitize-with notebooks/sanitize.cfg,)
 
 test: $(STAMP)
+	$(BIN)/ruff check cyber_agent tests bench notebooks
 	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -q tests
 	$(if $(wildcard notebooks/*.ipynb),$(BIN)/python -m pytest -q $(NBVAL) notebooks,)

@@ -35,9 +35,9 @@ ROOT_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT_DIR))
 sys.path.insert(0, str(ROOT_DIR / "bench"))
 
-from scenarios import call_site, prepare, run_demo, run_tree
+from scenarios import call_site, prepare, run_demo, run_tree  # noqa: E402 - after the sys.path setup
 
-from cyber_agent.trace import FileSystemTraceStore
+from cyber_agent.trace import FileSystemTraceStore  # noqa: E402
 
 PRIMITIVES = ("_write_trace", "_write_goals", "_write_message", "_write_side_record", "_append_event_line")
 PUBLIC = ("create_trace", "update_trace", "update_goal", "update_goal_tree", "add_goal", "add_message",

@@ -65,7 +65,7 @@ from recursive_writes import FILES, PRIMITIVES, CountingStore  # noqa: E402
 from run_all import machine  # noqa: E402
 from scenarios import call_site, prepare, run_demo, run_tree  # noqa: E402
 
-from cyber_agent.trace import FileSystemTraceStore, InMemoryTraceStore  # noqa: E402
+from cyber_agent.trace import InMemoryTraceStore  # noqa: E402
 
 SCENARIOS = ("legacy", "recursive", "tree")
 STORES = ("file", "memory")

@@ -1,9 +1,12 @@
 """cyber_agent: run LLM agents and study what they did.
 
-    from cyber_agent import AgentRunner, RunConfig
-    from cyber_agent.trace import FileSystemTraceStore
+    from cyber_agent import AgentRunner, RunConfig, open_store
 
-The runner is imported on first use (`__getattr__`): importing a leaf such as
+    runner = AgentRunner(trace_store=open_store("sqlite:///runs.db"))
+    result = await runner.run_result([{"role": "user", "content": "..."}], RunConfig(model="demo"))
+
+The front door: the names most programs need, from the packages below (docs/README.md "Start
+here"). Every name is imported on first use (`__getattr__`): importing a leaf such as
 `cyber_agent.trace.models` or `cyber_agent.llm.types` must not load the runner, httpx or the
 providers.
 """
@@ -21,13 +24,54 @@ logging.getLogger("cyber_agent").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
     from cyber_agent.core.config import RunConfig
-    from cyber_agent.core.runner import AgentRunner, RunResult
+    from cyber_agent.core.runner import AgentRunner, default_registry
+    from cyber_agent.core.runner_api import RunResult
+    from cyber_agent.tools.builtin import builtin_registry
+    from cyber_agent.tools.context import ToolContext
+    from cyber_agent.tools.registry import ToolRegistry, ToolResult
+    from cyber_agent.trace.memory_store import InMemoryTraceStore
+    from cyber_agent.trace.models import Message, Trace
+    from cyber_agent.trace.protocol_records import RootTaskAnchor, TaskBrief
+    from cyber_agent.trace.sqlite_store import SQLiteTraceStore
+    from cyber_agent.trace.store import FileSystemTraceStore
+    from cyber_agent.trace.store_url import open_store
 
-__all__ = ["AgentRunner", "RunConfig", "RunResult"]
 __version__ = "0.1.0"
 
-_ORIGIN = {"AgentRunner": "cyber_agent.core.runner", "RunConfig": "cyber_agent.core.config",
-           "RunResult": "cyber_agent.core.runner"}
+__all__ = [
+    "AgentRunner",
+    "FileSystemTraceStore",
+    "InMemoryTraceStore",
+    "Message",
+    "RootTaskAnchor",
+    "RunConfig",
+    "RunResult",
+    "SQLiteTraceStore",
+    "TaskBrief",
+    "ToolContext",
+    "ToolRegistry",
+    "ToolResult",
+    "Trace",
+    "builtin_registry",
+    "default_registry",
+    "open_store",
+]
+
+_LAZY: dict[str, tuple[str, ...]] = {
+    "cyber_agent.core.config": ("RunConfig",),
+    "cyber_agent.core.runner": ("AgentRunner", "default_registry",),
+    "cyber_agent.core.runner_api": ("RunResult",),
+    "cyber_agent.tools.builtin": ("builtin_registry",),
+    "cyber_agent.tools.context": ("ToolContext",),
+    "cyber_agent.tools.registry": ("ToolRegistry", "ToolResult",),
+    "cyber_agent.trace.memory_store": ("InMemoryTraceStore",),
+    "cyber_agent.trace.models": ("Message", "Trace",),
+    "cyber_agent.trace.protocol_records": ("RootTaskAnchor", "TaskBrief",),
+    "cyber_agent.trace.sqlite_store": ("SQLiteTraceStore",),
+    "cyber_agent.trace.store": ("FileSystemTraceStore",),
+    "cyber_agent.trace.store_url": ("open_store",),
+}
+_ORIGIN = {name: module for module, names in _LAZY.items() for name in names}
 
 
 def __getattr__(name: str) -> Any:

@@ -93,7 +93,7 @@ Every imported trace keeps the source's own ids and says what the source did not
 (`missing`): a ReDel `state.json` has no token counts or times, so its traces show *unknown*,
 never a made-up zero. The mapping, format by format, is in `docs/importers.md`.
 """),
-        code(SETUP + "\nimport tempfile"),
+        code("import tempfile\n" + SETUP),
         md("""
 ## One store for everything
 

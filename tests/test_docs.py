@@ -123,3 +123,10 @@ def test_readme_has_exactly_the_two_commands():
 def test_decisions_log_exists_and_is_dated():
     text = (ROOT / "docs" / "decisions.md").read_text(encoding="utf-8")
     assert re.search(r"^## \d{4}-\d{2}-\d{2}", text, re.M)
+
+
+def test_no_page_holds_merge_conflict_markers():
+    """A merge resolved by committing both sides' markers leaves the page unreadable."""
+    markers = re.compile(r"^(<{7}|>{7}) |^={7}$", re.M)
+    bad = [page.name for page in sorted((ROOT / "docs").glob("*.md")) if markers.search(page.read_text(encoding="utf-8"))]
+    assert not bad, f"merge conflict markers in docs/: {bad}"

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, TypeAlias
 
 __all__ = ["Handler", "Subparsers", "add_json_option", "add_store_option", "set_async_handler", "set_handler"]
 
-Subparsers = argparse._SubParsersAction  # the object `add_subparsers()` returns
+if TYPE_CHECKING:  # generic only in the stubs
+    Subparsers: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
+else:
+    Subparsers = argparse._SubParsersAction  # the object `add_subparsers()` returns
 Handler = Callable[[argparse.Namespace], int]
 """Run one parsed command and return its exit status."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 __all__ = ["add_provider_flags", "provider_flags"]
 
@@ -33,7 +34,7 @@ _LIMIT_FLAGS = (  # the provider boundary's per-call limits (cyber_agent/llm/bou
 )
 
 
-def provider_flags(args: argparse.Namespace) -> dict:
+def provider_flags(args: argparse.Namespace) -> dict[str, Any]:
     """The provider settings given on the command line, for `RunConfig.provider`."""
     names = {"timeout": "timeout", "retries": "retries", "max_tokens": "max_tokens", "stream": "stream",
              "deadline": "deadline", "max_output_chars": "max_output_chars", "max_body_bytes": "max_body_bytes",

@@ -10,6 +10,7 @@ config's `shell_tools`, so the trace records it; docs/decisions.md says why).
 from __future__ import annotations
 
 import argparse
+from typing import Any
 import os
 import shlex
 import sys
@@ -94,7 +95,7 @@ def show_hint(url: str, trace_id: str) -> str:
     return f"cyber-agent --store {shlex.quote(url)} show {shlex.quote(trace_id)}"
 
 
-async def _run(args: argparse.Namespace, task: str, mode: str, anchor: dict | None, fields: dict) -> int:
+async def _run(args: argparse.Namespace, task: str, mode: str, anchor: dict[str, Any] | None, fields: dict[str, Any]) -> int:
     from cyber_agent.cli._documents import RunDocument, print_document
     from cyber_agent.cli._progress import LiveProgress
     from cyber_agent.core.config import RunConfig

@@ -19,57 +19,17 @@ import math
 
 import asyncio
 from collections.abc import Callable, Mapping
-from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from cyber_agent.core.hooks import UNPRICED_HELP
 from cyber_agent.errors import BudgetExceededError, CorruptRecordError, RunError
-from cyber_agent.trace.budget_limits import BUDGET_ENV, ResourceBudget
+from cyber_agent.trace.budget_limits import BUDGET_ENV, ResourceBudget, ResourceUsage
 from cyber_agent.trace.models import utc_now
 from cyber_agent.trace.protocols import TraceStore
 
 __all__ = ["BUDGET_ENV", "ResourceBudget", "ResourceBudgetController", "ResourceUsage"]
-
-
-class ResourceUsage(BaseModel):
-    """Live usage of a tree, persisted as the root's `resource_usage.json`."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    agents: int = Field(default=1, ge=1)
-    """Root plus local business descendants created (validators excluded)."""
-    llm_calls: int = Field(default=0, ge=0)
-    """Model calls reserved (agents and validators)."""
-    root_validator_calls: int = Field(default=0, ge=0)
-    """Of which by the root validator (may use the reserved final calls)."""
-    prompt_tokens: int = Field(default=0, ge=0)
-    """Input tokens booked."""
-    completion_tokens: int = Field(default=0, ge=0)
-    """Output tokens booked."""
-    total_tokens: int = Field(default=0, ge=0)
-    """Input plus output tokens booked."""
-    cost_usd: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
-    """Model and search cost booked, in USD."""
-    validation_tool_calls: int = Field(default=0, ge=0)
-    """Controlled validator searches and page reads."""
-    validation_material_chars: int = Field(default=0, ge=0)
-    """Characters of material parsed by validators."""
-    started_at: datetime = Field(default_factory=utc_now)
-    """When the root's usage was initialised (the duration budget counts from here)."""
-    updated_at: datetime = Field(default_factory=utc_now)
-    """Last write."""
-    unpriced_calls: int = Field(default=0, ge=0)
-    """Model replies booked at $0 because their model has no price (the USD limit fails closed)."""
-    last_refusal: str | None = None
-    """Why the budget last refused (or flagged an overrun)."""
-    refusals: int = Field(default=0, ge=0)
-    """How many times the budget refused."""
-
-    def elapsed_seconds(self) -> float:
-        """Seconds since the usage record was initialised."""
-        return (utc_now() - self.started_at).total_seconds()
 
 
 _ADDED_FIELDS = frozenset({"unpriced_calls"})

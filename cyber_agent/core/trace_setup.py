@@ -7,6 +7,7 @@ only appends.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
@@ -21,6 +22,7 @@ from cyber_agent.trace.protocol_records import RootTaskAnchor
 from cyber_agent.protocol.ports import ChildSetup
 from cyber_agent.protocol.tool_rights import runtime_tool_names
 from cyber_agent.errors import ConfigurationError, RunError, TraceNotFoundError
+from cyber_agent.trace.approval_records import ApprovalBatch
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.protocols import TraceStore
@@ -88,13 +90,24 @@ def _task_text(messages: list[dict[str, Any]]) -> str | None:
 async def prepare_run(
     services: RunServices, messages: list[dict[str, Any]], config: RunConfig, child: ChildSetup | None = None
 ) -> RunState:
-    """Return the state a run starts from, persisting whatever a new run must record first."""
+    """Return the state a run starts from, persisting whatever a new run must record first.
+
+    Four cases: a new root (`_new_root`), a new child or validator (`_new_child`), both created by
+    `_create`; an existing trace continued (`_open_existing`, `_resume`) or rewound first
+    (`_rewind`).
+    """
     for index, message in enumerate(messages):
         if message.get("role") not in ("system", "user", "assistant", "tool"):
             raise ConfigurationError(f"messages[{index}].role", f"must be system/user/assistant/tool, got {message.get('role')!r}")
     if config.trace_id is not None:
-        return await _prepare_existing(services, messages, config)
-    return await _prepare_new(services, messages, config, child)
+        trace, batch = await _open_existing(services, config.trace_id)
+        head = trace.head_sequence
+        if config.after_sequence is not None:
+            head = await _rewind(services.store, trace, config.after_sequence)
+        return await _resume(services, messages, config, trace, batch, head)
+    start = _new_root(messages, config) if config.parent_trace_id is None else (
+        await _new_child(services.store, messages, config, child))
+    return await _create(services, config, child, start)
 
 
 def _root_setup(config: RunConfig) -> tuple[AgentPolicy, RootSetup | None]:
@@ -133,35 +146,64 @@ def _anchor_message(anchor: RootTaskAnchor) -> str:
     return "\n".join(lines)
 
 
-async def _prepare_new(
-    services: RunServices, messages: list[dict[str, Any]], config: RunConfig, child: ChildSetup | None
-) -> RunState:
-    store = services.store
-    depth = 0
+@dataclass(frozen=True, kw_only=True)
+class _NewTrace:
+    """What the two new cases (root, child) settle before the trace is created."""
+
+    messages: list[dict[str, Any]]
+    """The run's messages (a recursive root's anchor message appended)."""
+    policy: AgentPolicy
+    depth: int
     root_id: str | None = None
+    """The tree's root (None: the new trace is the root)."""
     root_setup: RootSetup | None = None
-    if config.parent_trace_id is None:
-        policy, root_setup = _root_setup(config)
-        if root_setup is not None and root_setup.anchor is not None:
-            messages = [*messages, {"role": "user", "content": _anchor_message(root_setup.anchor)}]
+    title: str | None = None
+    """The root goal's title from a typed record (a brief, an anchor), else taken from the task text."""
+
+
+def _new_root(messages: list[dict[str, Any]], config: RunConfig) -> _NewTrace:
+    """A new root: its mode from the environment (A1), a recursive root's anchor, budget and validators (A3)."""
+    policy, root_setup = _root_setup(config)
+    title = None
+    if root_setup is not None and root_setup.anchor is not None:
+        if _task_text(messages) is None:
+            title = root_setup.anchor.objective
+        messages = [*messages, {"role": "user", "content": _anchor_message(root_setup.anchor)}]
+    return _NewTrace(messages=messages, policy=policy, depth=0, root_setup=root_setup, title=title)
+
+
+async def _new_child(
+    store: TraceStore, messages: list[dict[str, Any]], config: RunConfig, child: ChildSetup | None,
+) -> _NewTrace:
+    """A new child or validator: the persisted root's policy (A2), one level deeper (a validator: level with its target)."""
+    assert config.parent_trace_id is not None
+    known = child.parent if child is not None else None
+    parent = known if known is not None and known.trace_id == config.parent_trace_id else (
+        await store.get_trace(config.parent_trace_id))
+    if parent is None:
+        raise TraceNotFoundError(config.parent_trace_id)
+    root_id = parent.root_id
+    given_root = child.root if child is not None else None
+    root: Trace | None
+    if root_id == parent.trace_id:
+        root = parent
+    elif given_root is not None and given_root.trace_id == root_id:
+        root = given_root
     else:
-        known = child.parent if child is not None else None
-        parent = known if known is not None and known.trace_id == config.parent_trace_id else (
-            await store.get_trace(config.parent_trace_id))
-        if parent is None:
-            raise TraceNotFoundError(config.parent_trace_id)
-        root_id = parent.root_id
-        given_root = child.root if child is not None else None
-        root: Trace | None
-        if root_id == parent.trace_id:
-            root = parent
-        elif given_root is not None and given_root.trace_id == root_id:
-            root = given_root
-        else:
-            root = await store.get_trace(root_id)
-        # Children inherit the persisted root policy, never the current environment (A2).
-        policy = AgentPolicy.of(root or parent)
-        depth = parent.lineage.depth + (0 if child is not None and child.is_validator else 1)
+        root = await store.get_trace(root_id)
+    # Children inherit the persisted root policy, never the current environment (A2).
+    policy = AgentPolicy.of(root or parent)
+    depth = parent.lineage.depth + (0 if child is not None and child.is_validator else 1)
+    # The root goal's title comes from the typed brief, never from parsing its rendered text.
+    brief = child.protocol.brief if child is not None else None
+    return _NewTrace(messages=messages, policy=policy, depth=depth, root_id=root_id,
+                     title=brief.objective if brief is not None else None)
+
+
+async def _create(services: RunServices, config: RunConfig, child: ChildSetup | None, start: _NewTrace) -> RunState:
+    """Create the new trace (root goal in focus, the system prompt, the given messages) and its run state."""
+    store = services.store
+    messages, policy = start.messages, start.policy
     task = _task_text(messages)
     if task is None:
         raise ConfigurationError("messages", "a new run needs at least one user message with the task")
@@ -172,18 +214,18 @@ async def _prepare_new(
         trace_id=config.new_trace_id, mode="agent", task=task, parent_trace_id=config.parent_trace_id,
         parent_goal_id=config.parent_goal_id, agent_type=config.agent_type, name=config.name, uid=config.uid,
         project_name=config.project_name, model=config.model, context=context,
-        root_setup=root_setup, run_config=config.behaviour_snapshot(),
+        root_setup=start.root_setup, run_config=config.behaviour_snapshot(),
         protocol=child.protocol if child is not None else ProtocolState(),
     )
     trace.lineage = policy.lineage(
-        root_trace_id=root_id or trace.trace_id, depth=depth,
+        root_trace_id=start.root_id or trace.trace_id, depth=start.depth,
         created_by_tool=child.created_by_tool if child is not None else None,
         tool_snapshot=sorted(child.tool_snapshot) if child is not None else None,
     )
     allowed = runtime_tool_names(services.registry.names(), config.tools, trace)
     # The root goal exists, in progress and in focus, from the first write on (fewer store calls per run).
     tree = GoalTree(mission=task, cascade_completion=policy.cascade_completion)
-    root_goal = tree.add(_goal_title(task))
+    root_goal = tree.add((start.title or _goal_title(task))[:200])
     root_goal.status = "in_progress"
     tree.current_id = root_goal.id
     trace.current_goal_id = root_goal.id
@@ -200,7 +242,7 @@ async def _prepare_new(
     system = build_system_prompt(agent_type=config.agent_type, tool_schemas=schemas, custom=custom)
     prepared = RunState(
         trace=trace, history=[], head=0, goal_id=root_goal.id, root_goal_id=root_goal.id, allowed=allowed,
-        depth=depth, policy=policy,
+        depth=start.depth, policy=policy,
     )
     if policy.is_recursive:
         prepared.budget = await services.budget_for(trace)
@@ -211,11 +253,12 @@ async def _prepare_new(
     return prepared
 
 
-async def _prepare_existing(services: RunServices, messages: list[dict[str, Any]], config: RunConfig) -> RunState:
+async def _open_existing(services: RunServices, trace_id: str) -> tuple[Trace, ApprovalBatch | None]:
+    """Load a trace to continue; refuse one running here, one awaiting an approval, or a root that lost its anchor."""
     store = services.store
-    trace = await store.get_trace(config.trace_id)  # type: ignore[arg-type]
+    trace = await store.get_trace(trace_id)
     if trace is None:
-        raise TraceNotFoundError(config.trace_id or "")
+        raise TraceNotFoundError(trace_id)
     if trace.status == "running" and trace.trace_id in services.stops:
         raise RunError(f"trace {trace.trace_id!r} is already running in this process; stop it first")
     # Continuing a trace is the user's answer to its stop: its own persisted stop is withdrawn
@@ -234,33 +277,49 @@ async def _prepare_existing(services: RunServices, messages: list[dict[str, Any]
                        "are unknown, so the trace fails closed and is not retried automatically")
     # A historic trace without a mode reads as legacy (Lineage's default) and is written with it
     # on its next update (A2).
+    if AgentPolicy.of(trace).is_recursive and trace.parent_trace_id is None:
+        _check_root_anchor(trace)
+    return trace, batch
+
+
+def _check_root_anchor(trace: Trace) -> None:
+    """A recursive root continues only with its anchor, the anchor's hash and its budget (A3)."""
+    setup = trace.root_setup
+    present = {"root_task_anchor": setup and setup.anchor, "root_task_anchor_hash": setup and setup.anchor_hash,
+               "resource_budget": setup and setup.resource_budget}
+    missing = [name for name, value in present.items() if not value]
+    if setup is None or setup.anchor is None or missing:
+        raise RunError(
+            f"recursive root {trace.trace_id!r} lacks {', '.join(missing)} (created before revision 2); "
+            "it cannot continue — start a new task with a root_task_anchor"
+        )
+    if setup.anchor.content_hash() != setup.anchor_hash:
+        raise RunError(f"root task anchor of {trace.trace_id!r} does not match its hash; start a new task")
+
+
+async def _rewind(store: TraceStore, trace: Trace, after_sequence: int) -> int:
+    """Move the head back to `after_sequence` (on the main path); nothing is deleted (T3). Return the new head."""
+    path = await store.get_main_path_messages(trace.trace_id, trace.head_sequence)
+    if after_sequence not in {m.sequence for m in path}:
+        raise ConfigurationError(
+            "after_sequence", f"{after_sequence} is not on the main path of {trace.trace_id!r} (head {trace.head_sequence})"
+        )
+    tree = await store.get_goal_tree(trace.trace_id)
+    await store.update_trace(trace.trace_id, head_sequence=after_sequence)
+    await store.append_event(trace.trace_id, "rewind", {
+        "after_sequence": after_sequence, "head_sequence": after_sequence,
+        "goal_tree_snapshot": tree.model_dump(mode="json") if tree else None,
+    })
+    return after_sequence
+
+
+async def _resume(
+    services: RunServices, messages: list[dict[str, Any]], config: RunConfig, trace: Trace,
+    batch: ApprovalBatch | None, head: int,
+) -> RunState:
+    """The run state of an existing trace from `head`: history read once, open calls closed, new messages appended."""
+    store = services.store
     policy = AgentPolicy.of(trace)
-    if policy.is_recursive and trace.parent_trace_id is None:
-        setup = trace.root_setup
-        present = {"root_task_anchor": setup and setup.anchor, "root_task_anchor_hash": setup and setup.anchor_hash,
-                   "resource_budget": setup and setup.resource_budget}
-        missing = [name for name, value in present.items() if not value]
-        if setup is None or setup.anchor is None or missing:
-            raise RunError(
-                f"recursive root {trace.trace_id!r} lacks {', '.join(missing)} (created before revision 2); "
-                "it cannot continue — start a new task with a root_task_anchor"
-            )
-        if setup.anchor.content_hash() != setup.anchor_hash:
-            raise RunError(f"root task anchor of {trace.trace_id!r} does not match its hash; start a new task")
-    head = trace.head_sequence
-    if config.after_sequence is not None:
-        path = await store.get_main_path_messages(trace.trace_id, head)
-        if config.after_sequence not in {m.sequence for m in path}:
-            raise ConfigurationError(
-                "after_sequence", f"{config.after_sequence} is not on the main path of {trace.trace_id!r} (head {head})"
-            )
-        head = config.after_sequence
-        tree = await store.get_goal_tree(trace.trace_id)
-        await store.update_trace(trace.trace_id, head_sequence=head)
-        await store.append_event(trace.trace_id, "rewind", {
-            "after_sequence": head, "head_sequence": head,
-            "goal_tree_snapshot": tree.model_dump(mode="json") if tree else None,
-        })
     path = await store.get_main_path_messages(trace.trace_id, head)
     if config.side_branch is None:
         trace = await store.update_trace(trace.trace_id, status="running", error_message=None)
@@ -298,10 +357,11 @@ async def _prepare_existing(services: RunServices, messages: list[dict[str, Any]
 
 
 def _goal_title(task: str) -> str:
+    """The root goal of a plain-text task: its first non-empty line (a leading markdown `#` dropped)."""
     for line in task.strip().splitlines():
         line = line.strip().lstrip("#").strip()
-        if line and not line.lower().startswith(("task brief", "root task")):
-            return line.removeprefix("Objective:").strip()[:200]
+        if line:
+            return line
     return "task"
 
 

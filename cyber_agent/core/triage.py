@@ -20,7 +20,7 @@ import json
 import re
 from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -92,7 +92,7 @@ class TriggerEnvelope(BaseModel):
     """Event or job name (e.g. "push", "nightly-report")."""
     payload: dict[str, Any] = Field(default_factory=dict)
     """The event's JSON body (a cron job's output goes under "output")."""
-    received_at: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    received_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     """When it arrived; not part of the cache key."""
 
     @property

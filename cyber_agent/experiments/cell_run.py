@@ -139,7 +139,7 @@ async def run_cell(sweep: Sweep, cell: SweepCell, attempt: int, store: TraceStor
         record = await score_record(sweep, cell, record, store, limits)
     except asyncio.CancelledError:
         raise
-    except Exception as exc:  # a provider error or a crash: recorded so the ledger retries the cell
+    except Exception as exc:  # noqa: BLE001 - a provider error or a crash: recorded so the ledger retries the cell
         return await _record_error(store, cell, record, f"{type(exc).__name__}: {exc}", started)
     record = record.model_copy(update={"state": "scored", "duration_s": time.perf_counter() - started, "finished_at": utc_now()})
     await store.update_trace(cell.trace_id(attempt), sweep_cell=record)

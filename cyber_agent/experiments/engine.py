@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from cyber_agent.errors import ConfigurationError
 from cyber_agent.experiments.cell_run import run_cell, score_record
-from cyber_agent.experiments.grid import Mode, ModelEntry, Sweep, SweepCell
+from cyber_agent.experiments.grid import Mode, ModelEntry, Sweep
 from cyber_agent.experiments.ledger import CellStatus, read_ledger
 from cyber_agent.experiments.limiter import LimiterState, ProviderLimits
 from cyber_agent.experiments.progress import ProgressObserver, SweepProgress, safe_observer

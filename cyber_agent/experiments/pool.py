@@ -93,7 +93,7 @@ def run_job(job: CellJob) -> tuple[dict[str, Any], int]:
 def _check_picklable(sweep: Sweep) -> None:
     try:
         pickle.dumps(sweep)
-    except Exception as exc:  # PicklingError, AttributeError on a local function, TypeError...
+    except Exception as exc:  # noqa: BLE001 - PicklingError, AttributeError on a local function, TypeError...
         raise ConfigurationError("sweep", f"cannot be sent to worker processes ({type(exc).__name__}: {exc}); define "
                                  "scorer functions and model factories at module level, not as lambdas or closures") from None
 

@@ -84,7 +84,7 @@ def safe_observer(observer: ProgressObserver | None) -> ProgressObserver:
             return
         try:
             observer(snapshot)
-        except Exception as exc:  # observers never fail a sweep
+        except Exception as exc:  # noqa: BLE001 - observers never fail a sweep
             broken = True
             warnings.warn(f"sweep progress observer {observer!r} raised {type(exc).__name__}: {exc}; it is no longer called",
                           RuntimeWarning, stacklevel=2)

@@ -45,7 +45,7 @@ def recursive_step(state: Any, rows_of: Any, csv_path: str | None) -> Step | Non
         return _validator(state, rows_of)
     if "review_task" in state.tools:
         return _reviewer(state)
-    if "submit_report" in state.tools and "# Task brief" in state.task:
+    if "submit_report" in state.tools:  # only a recursive child holds submit_report (protocol/tool_rights.py)
         return _child(state, rows_of, csv_path)
     if "# Root task" in state.all_user_text:
         if csv_path and ("per region" in state.task.lower() or _SINGLE_REGION.search(state.task)):

@@ -159,7 +159,8 @@ class FallibleModel:
     def _fallible(self, response: LLMResponse, messages: list[dict[str, Any]], first: str, names: set[str]) -> LLMResponse:
         if "submit_report" in names:
             response = _whole_reads(response)
-        objective = re.search(r"^Objective: (.*)$", first, re.M) if "# Task brief" in first else None
+        # A recursive child (the only role holding submit_report) reads its objective as a model would.
+        objective = re.search(r"^Objective: (.*)$", first, re.M) if "submit_report" in names else None
         own_task = objective.group(1) if objective else first  # a brief's text holds trace ids; its objective does not
         kind = task_type(own_task)
         rate = self.rate_for(kind)

@@ -14,7 +14,7 @@ every trace that is not a validator — what the A10 budget counts (`AGENTS_DEFI
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from typing import Any
 
 import numpy as np
@@ -110,7 +110,7 @@ def budget_frame(
     and `attrs["limits_source"] == "unknown"`: the source records no limits, which is not "no limit".
     """
     frames = _tree(source, root_trace_id)
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     root = frames.traces.iloc[0]
     setup = root["root_setup"] if isinstance(root["root_setup"], dict) else {}
     budget = setup.get("resource_budget") if isinstance(setup.get("resource_budget"), dict) else None

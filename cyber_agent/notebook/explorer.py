@@ -31,7 +31,6 @@ from cyber_agent.notebook.tree_labels import VERDICT_MARKS
 from cyber_agent.notebook.trees import tree_frames
 from cyber_agent.trace.bulk import gc_paused
 from cyber_agent.trace.models import Message
-from cyber_agent.trace.protocols import TraceReader
 
 __all__ = ["TraceExplorer"]
 
@@ -105,7 +104,7 @@ class TraceExplorer(RichDisplay):
     def _subtree_counts(self) -> dict[str, tuple[int, int, int]]:
         """(traces below, failed or stopped below, fail verdicts below) of every trace."""
         counts: dict[str, tuple[int, int, int]] = {}
-        order = list(self._rows)
+        order: list[str] = list(self._rows)
         for trace_id in reversed(order):  # children come after their parent in frame order
             below, bad, rejected = 0, 0, 0
             for child in self._children.get(trace_id, []):
@@ -229,7 +228,7 @@ class TraceExplorer(RichDisplay):
             if needle in haystack:
                 self.select(trace_id)
                 self.status.value = f"found {text!r}: {text_of.path}"
-                return trace_id
+                return str(trace_id)
         self.status.value = f"nothing matches {text!r}"
         return None
 

@@ -20,7 +20,7 @@ import json
 import os
 import tempfile
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import IO, Any
 
@@ -57,7 +57,7 @@ async def aexport_traces(source: StoreSource, root_ids: Sequence[str] | str | No
     roots = [r.trace_id for r in records if not r.trace.get("parent_trace_id")] if root_ids is None else list(root_ids)
     header = {
         "format": EXPORT_FORMAT, "version": EXPORT_VERSION,
-        "exported_at": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
+        "exported_at": datetime.now(UTC).isoformat().replace("+00:00", "Z"),
         "roots": roots, "traces": len(records),
     }
     # Write beside the target and rename, so a reader never sees half an export.

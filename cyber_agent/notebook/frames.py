@@ -38,7 +38,7 @@ from cyber_agent.trace.bulk import gc_paused
 __all__ = ["SCHEMAS", "TraceFrames", "ato_frames", "frames_from_records", "store_origin", "to_frames"]
 
 TS = "datetime64[ns, UTC]"
-S, I, NI, F, B, NB, O = "string", "int64", "Int64", "float64", "bool", "boolean", "object"
+S, I, NI, F, B, NB, O = "string", "int64", "Int64", "float64", "bool", "boolean", "object"  # noqa: E741 - dtype shorthands of the table below
 
 SCHEMAS: dict[str, dict[str, str]] = {
     "traces": {
@@ -176,7 +176,8 @@ class TraceFrames(RichDisplay):
     def roots(self) -> list[str]:
         """Ids of the root traces, in creation order."""
         roots = self.traces[self.traces["parent_trace_id"].isna()]
-        return roots.sort_values(["created_at", "trace_id"])["trace_id"].tolist()
+        ids: list[str] = roots.sort_values(["created_at", "trace_id"])["trace_id"].tolist()
+        return ids
 
     def tree(self, trace_id: str) -> TraceFrames:
         """The frames restricted to a trace and its descendants."""

@@ -191,7 +191,7 @@ class RunHandle(RichDisplay):
                     self._show()
                     if trace is not None and not self._started.done():
                         self._started.set_result(trace.trace_id)
-            except Exception as exc:  # re-raised below, after polling stopped
+            except Exception as exc:  # noqa: BLE001 - re-raised below, after polling stopped
                 error = exc
             finally:
                 finished.set()

@@ -21,7 +21,7 @@ import os
 import random
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from typing import Any, Literal
 
 from cyber_agent.notebook.bridge import run_sync
@@ -32,7 +32,7 @@ from cyber_agent.trace.trace_id import new_sub_trace_id
 
 __all__ = ["SampleTree", "awrite_sample_tree", "write_sample_tree"]
 
-START = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
+START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 """When the sample run starts (so a seed gives the same ids and times)."""
 PRICE_PER_TOKEN = (3.0e-6, 15.0e-6)
 """Simulated USD per input and per output token."""

@@ -71,7 +71,10 @@ class TraceText:
 
 
 def trace_objective(task: object, protocol: object) -> str:
-    """The objective of a trace: its brief's, else the `Objective:` line of its task, else the task's first line."""
+    """The objective of a trace: its typed brief's (a child), else its task's first line that is not a heading.
+
+    A brief's rendered text is never parsed back: a child's objective comes from `protocol.brief`.
+    """
     if isinstance(protocol, Mapping):
         brief = protocol.get("brief")
         if isinstance(brief, Mapping) and isinstance(brief.get("objective"), str):
@@ -79,9 +82,6 @@ def trace_objective(task: object, protocol: object) -> str:
     if not isinstance(task, str):
         return ""
     lines = [line.strip() for line in task.splitlines() if line.strip()]
-    for line in lines:
-        if line.lower().startswith("objective:"):
-            return line.split(":", 1)[1].strip()
     for line in lines:
         if not line.startswith("#"):
             return line

@@ -11,4 +11,93 @@ Modules: `mode` (legacy vs recursive policy), `tool_rights` (which tools a run m
 `ports` (what the protocol asks of the runner), and the tools: `agent_tool` (`agent`),
 `report_tools` (`submit_report`, `review_task`, `read_context_ref`, the validator's tools),
 `web_tools` (`web_search`, `fetch_page`).
+
+Every name below is imported on first use (`__getattr__`): `core/` imports single modules of
+this package, and importing `mode` must not load the web fetcher (httpx).
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cyber_agent.protocol.agent_tool import agent, register_agent_tool
+    from cyber_agent.protocol.briefs import build_child_task_message, grant_context_refs, normalize_task_brief, task_briefs_match
+    from cyber_agent.protocol.delegation import continue_child, run_recursive_agents
+    from cyber_agent.protocol.flow import FinalTextDecision, on_final_text
+    from cyber_agent.protocol.mode import AgentMode, AgentPolicy, MAX_CHILDREN_PER_PARENT, MAX_RECURSIVE_DEPTH, policy_from_environment
+    from cyber_agent.protocol.ports import ChildResult, ChildSetup, ChildSpec, ProtocolRunner, TreeBudget, protocol_runner
+    from cyber_agent.protocol.report_tools import register_protocol_tools
+    from cyber_agent.protocol.state import update_protocol
+    from cyber_agent.protocol.tool_rights import child_tool_snapshot, runtime_tool_names, tighten_by_state
+    from cyber_agent.protocol.validation import render_validation, run_validation
+    from cyber_agent.protocol.web_tools import register_web_tools
+    from cyber_agent.trace.protocol_records import RootTaskAnchor, TaskBrief, TaskReport, TaskReview, ValidationResult
+
+__all__ = [
+    "AgentMode",
+    "AgentPolicy",
+    "ChildResult",
+    "ChildSetup",
+    "ChildSpec",
+    "FinalTextDecision",
+    "MAX_CHILDREN_PER_PARENT",
+    "MAX_RECURSIVE_DEPTH",
+    "ProtocolRunner",
+    "RootTaskAnchor",
+    "TaskBrief",
+    "TaskReport",
+    "TaskReview",
+    "TreeBudget",
+    "ValidationResult",
+    "agent",
+    "build_child_task_message",
+    "child_tool_snapshot",
+    "continue_child",
+    "grant_context_refs",
+    "normalize_task_brief",
+    "on_final_text",
+    "policy_from_environment",
+    "protocol_runner",
+    "register_agent_tool",
+    "register_protocol_tools",
+    "register_web_tools",
+    "render_validation",
+    "run_recursive_agents",
+    "run_validation",
+    "runtime_tool_names",
+    "task_briefs_match",
+    "tighten_by_state",
+    "update_protocol",
+]
+
+_LAZY: dict[str, tuple[str, ...]] = {
+    "cyber_agent.protocol.agent_tool": ("agent", "register_agent_tool",),
+    "cyber_agent.protocol.briefs": ("build_child_task_message", "grant_context_refs", "normalize_task_brief", "task_briefs_match",),
+    "cyber_agent.protocol.delegation": ("continue_child", "run_recursive_agents",),
+    "cyber_agent.protocol.flow": ("FinalTextDecision", "on_final_text",),
+    "cyber_agent.protocol.mode": ("AgentMode", "AgentPolicy", "MAX_CHILDREN_PER_PARENT", "MAX_RECURSIVE_DEPTH", "policy_from_environment",),
+    "cyber_agent.protocol.ports": ("ChildResult", "ChildSetup", "ChildSpec", "ProtocolRunner", "TreeBudget", "protocol_runner",),
+    "cyber_agent.protocol.report_tools": ("register_protocol_tools",),
+    "cyber_agent.protocol.state": ("update_protocol",),
+    "cyber_agent.protocol.tool_rights": ("child_tool_snapshot", "runtime_tool_names", "tighten_by_state",),
+    "cyber_agent.protocol.validation": ("render_validation", "run_validation",),
+    "cyber_agent.protocol.web_tools": ("register_web_tools",),
+    "cyber_agent.trace.protocol_records": ("RootTaskAnchor", "TaskBrief", "TaskReport", "TaskReview", "ValidationResult",),
+}
+_ORIGIN = {name: module for module, names in _LAZY.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    """Import a re-exported name from its module on first use."""
+    module = _ORIGIN.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -121,10 +121,15 @@ async def _mark_pending(ctx: ToolContext, child_ids: list[str]) -> None:
 
 
 async def run_recursive_agents(
-    ctx: ToolContext, raw_briefs: Sequence[TaskBrief | dict[str, Any]], *, mode: str, continue_from: str | None,
+    ctx: ToolContext, given: Sequence[TaskBrief], *, mode: str, continue_from: str | None,
     agent_type: str | None = None,
 ) -> str:
-    """Validate, create and run a batch of recursive children; return their reports and verdicts."""
+    """Create and run a batch of recursive children from typed briefs; return their reports and verdicts.
+
+    The briefs arrive validated (the registry built them from the `agent` call); here they only get
+    the hard constraints they inherit. Each child receives its brief typed, in its protocol state,
+    and rendered once as its task message.
+    """
     store, runner = ctx.store, protocol_runner(ctx)
     parent = await store.get_trace(ctx.trace_id)
     assert parent is not None
@@ -133,7 +138,7 @@ async def run_recursive_agents(
     parent_brief = parent.protocol.brief
     root = await _root_of(ctx, parent)
     anchor = _anchor_of(root)
-    briefs = [normalize_task_brief(raw, parent_brief=parent_brief, anchor=anchor) for raw in raw_briefs]
+    briefs = [normalize_task_brief(brief, parent_brief=parent_brief, anchor=anchor) for brief in given]
     if continue_from is not None:
         if len(briefs) != 1:
             raise ToolError("continue_from revises one existing child: pass a single task_brief object")

@@ -135,5 +135,5 @@ async def _recover(state: ServerState) -> None:
             try:
                 await resume(state.runs, state.runner, trace_id)
                 log.info("trace %s: resumed its decided approval batch", trace_id)
-            except Exception as exc:  # one trace must not keep the server from starting
+            except Exception as exc:  # noqa: BLE001 - one trace must not keep the server from starting
                 log.warning("trace %s: decided approval batch could not resume: %s", trace_id, exc)

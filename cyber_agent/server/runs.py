@@ -98,7 +98,7 @@ class RunManager:
 
     def request_stop(self, trace_id: str, reason: str) -> list[str]:
         """Flag a running trace (recursive: its registered subtree) to stop; return the flagged ids."""
-        flagged = self.runner.stop(trace_id, reason)
+        flagged: list[str] = self.runner.stop(trace_id, reason)
         if not flagged and trace_id in self._claims:
             self._early_stops[trace_id] = reason
             flagged = [trace_id]

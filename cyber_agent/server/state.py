@@ -35,7 +35,8 @@ class ServerState:
 
 def server_state(connection: HTTPConnection) -> ServerState:
     """FastAPI dependency: the state of the server answering this request or WebSocket."""
-    return connection.app.state.cyber_agent
+    state: ServerState = connection.app.state.cyber_agent
+    return state
 
 
 def _trace_id(

@@ -473,7 +473,7 @@ def _expected_type(prop: dict[str, Any] | None) -> str | None:
     if options and all(options):
         return " or ".join(o for o in options if o)
     if "$ref" in prop:
-        return "object " + prop["$ref"].rsplit("/", 1)[-1]
+        return "object " + str(prop["$ref"]).rsplit("/", 1)[-1]
     return None
 
 

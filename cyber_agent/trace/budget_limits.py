@@ -10,13 +10,15 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from cyber_agent.errors import ConfigurationError
+from cyber_agent.trace.clock import utc_now
 
-__all__ = ["BUDGET_ENV", "ResourceBudget"]
+__all__ = ["BUDGET_ENV", "ResourceBudget", "ResourceUsage"]
 
 # env var -> (field, type)
 BUDGET_ENV: dict[str, tuple[str, type]] = {
@@ -95,3 +97,42 @@ class ResourceBudget(BaseModel):
             if isinstance(cause, ConfigurationError):
                 raise cause from None
             raise
+
+
+class ResourceUsage(BaseModel):
+    """Live usage of a tree, persisted as the root's `resource_usage` side record (booked by `core/resource_budget.py`)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    agents: int = Field(default=1, ge=1)
+    """Root plus local business descendants created (validators excluded)."""
+    llm_calls: int = Field(default=0, ge=0)
+    """Model calls reserved (agents and validators)."""
+    root_validator_calls: int = Field(default=0, ge=0)
+    """Of which by the root validator (may use the reserved final calls)."""
+    prompt_tokens: int = Field(default=0, ge=0)
+    """Input tokens booked."""
+    completion_tokens: int = Field(default=0, ge=0)
+    """Output tokens booked."""
+    total_tokens: int = Field(default=0, ge=0)
+    """Input plus output tokens booked."""
+    cost_usd: float = Field(default=0.0, ge=0.0, allow_inf_nan=False)
+    """Model and search cost booked, in USD."""
+    validation_tool_calls: int = Field(default=0, ge=0)
+    """Controlled validator searches and page reads."""
+    validation_material_chars: int = Field(default=0, ge=0)
+    """Characters of material parsed by validators."""
+    started_at: datetime = Field(default_factory=utc_now)
+    """When the root's usage was initialised (the duration budget counts from here)."""
+    updated_at: datetime = Field(default_factory=utc_now)
+    """Last write."""
+    unpriced_calls: int = Field(default=0, ge=0)
+    """Model replies booked at $0 because their model has no price (the USD limit fails closed)."""
+    last_refusal: str | None = None
+    """Why the budget last refused (or flagged an overrun)."""
+    refusals: int = Field(default=0, ge=0)
+    """How many times the budget refused."""
+
+    def elapsed_seconds(self) -> float:
+        """Seconds since the usage record was initialised."""
+        return (utc_now() - self.started_at).total_seconds()

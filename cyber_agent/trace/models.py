@@ -15,10 +15,6 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cyber_agent.llm.types import ToolCall
 
-MAX_STORED_TOKENS = 10**12
-"""Largest token count a message stores (sums over a million messages still fit a 64-bit column)."""
-MAX_STORED_COST = 10.0**9
-"""Largest USD cost a message stores."""
 from cyber_agent.trace.clock import utc_now
 from cyber_agent.trace.provenance import Provenance
 from cyber_agent.trace.state import (
@@ -35,6 +31,11 @@ from cyber_agent.trace.trace_id import (
     new_root_trace_id,
     validate_trace_id,
 )
+
+MAX_STORED_TOKENS = 10**12
+"""Largest token count a message stores (sums over a million messages still fit a 64-bit column)."""
+MAX_STORED_COST = 10.0**9
+"""Largest USD cost a message stores."""
 
 __all__ = [
     "REFUSAL_FLAGS",

@@ -15,7 +15,6 @@ from recursive_helpers import (
     TASK,
     TreeModel,
     brief,
-    call,
     clean_agent_env,  # noqa: F401  (autouse fixture)
     delegate,
     make_runner,

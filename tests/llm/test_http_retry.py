@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from email.utils import format_datetime
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 
 import httpx
 import pytest
@@ -127,7 +127,7 @@ async def test_cancellation_during_backoff_propagates():
 
 
 def test_retry_after_parses_seconds_http_dates_and_garbage():
-    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=timezone.utc)
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
     later = format_datetime(now + timedelta(seconds=30), usegmt=True)
     assert parse_retry_after(httpx.Headers({"retry-after": "3.5"}), now.timestamp()) == 3.5
     assert parse_retry_after(httpx.Headers({"retry-after": later}), now.timestamp()) == pytest.approx(30.0)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 
-import nbformat
 import pytest
 from matplotlib.figure import Figure
 from nbclient import NotebookClient

@@ -31,7 +31,8 @@ def test_titles_of_a_single_or_identical_sibling_are_the_text_shortened():
 
 def test_objective_comes_from_the_brief_then_the_task():
     assert trace_objective("ignored", {"brief": {"objective": "  Sum   East "}}) == "Sum East"
-    assert trace_objective("# Task brief\nObjective: Sum West\nReason: x", {}) == "Sum West"
+    # A task text is never parsed for a brief: without a typed brief it is the first non-heading line.
+    assert trace_objective("# Task brief\nObjective: Sum West\nReason: x", {}) == "Objective: Sum West"
     assert trace_objective("# Heading\n\nfirst real line\nsecond", None) == "first real line"
     assert trace_objective(None, None) == ""
 

@@ -32,9 +32,9 @@ def latest(spans: Sequence[ReadableSpan]) -> dict[int, ReadableSpan]:
 
 def same(a: ReadableSpan, b: ReadableSpan) -> bool:
     return (a.name, a.kind, a.parent, a.start_time, a.end_time, dict(a.attributes), a.status.status_code,
-            [(e.name, e.timestamp, dict(e.attributes)) for e in a.events], [l.context.span_id for l in a.links]) == (
+            [(e.name, e.timestamp, dict(e.attributes)) for e in a.events], [link.context.span_id for link in a.links]) == (
         b.name, b.kind, b.parent, b.start_time, b.end_time, dict(b.attributes), b.status.status_code,
-        [(e.name, e.timestamp, dict(e.attributes)) for e in b.events], [l.context.span_id for l in b.links])
+        [(e.name, e.timestamp, dict(e.attributes)) for e in b.events], [link.context.span_id for link in b.links])
 
 
 async def no_hook_failures(store: InMemoryTraceStore) -> None:

@@ -198,7 +198,7 @@ dialects = pytest.importorskip("cyber_agent.llm.dialects", reason="cyber_agent/l
 from cyber_agent.llm.types import LLMResponse  # noqa: E402
 
 TAGGED = st.builds(lambda before, body, after, close: f"{before}<tool_call>{body}{'</tool_call>' if close else ''}{after}",
-                   TEXTS, st.one_of(TEXTS, JSON.map(repr), st.builds(lambda n, a: '{"name": %s, "arguments": %s}' % (n, a),
+                   TEXTS, st.one_of(TEXTS, JSON.map(repr), st.builds(lambda n, a: f'{{"name": {n}, "arguments": {a}}}',
                    st.sampled_from(['"typed"', '"read_file"', '"agent"', "7", '"x"']), JSON.map(repr))), TEXTS, st.booleans())
 PFORMAT = st.builds(lambda name, body: f"{name}[{body}]", st.sampled_from(["typed", "read_file", "goal", "x"]), TEXTS)
 

@@ -11,7 +11,6 @@ from store_helpers import add_chain, assistant, user
 
 from cyber_agent.errors import CorruptRecordError, InvalidIdError
 from cyber_agent.trace import FileSystemTraceStore, Goal, GoalTree, Trace
-from cyber_agent.trace.store_listing import DamagedEntryWarning
 
 
 async def _trace(store: FileSystemTraceStore) -> str:

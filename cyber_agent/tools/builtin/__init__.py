@@ -1,7 +1,7 @@
 """Built-in tools: goal, read_file, list_files, bash_command, evaluate.
 
 `builtin_registry()` returns a fresh ToolRegistry holding them. The `agent` tool lives in
-`cyber_agent/tools/builtin/subagent.py` and is added by the runner's setup with
+`cyber_agent/protocol/agent_tool.py` and is added by the runner's setup with
 `register_agent_tool(registry)`, because it depends on the runner.
 """
 

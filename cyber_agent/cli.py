@@ -26,10 +26,10 @@ DEMO_ANCHOR = {
 }
 
 
-def _store(url: str | None):  # noqa: ANN202 - returns a TraceStore
+def _store(url: str | None, *, create: bool = True):  # noqa: ANN202 - returns a TraceStore
     from cyber_agent.trace import open_store
 
-    return open_store(url)
+    return open_store(url, create=create)  # a read command passes create=False: it never creates a database
 
 
 async def _run(
@@ -85,7 +85,7 @@ async def _tree_totals(store, trace_id: str) -> dict[str, float]:  # noqa: ANN00
 async def _show(trace_id: str, store_path: str) -> int:
     from cyber_agent.trace.render import render_trace_tree
 
-    store = _store(store_path)
+    store = _store(store_path, create=False)
     if await store.get_trace(trace_id) is None:
         print(f"no trace {trace_id!r} in {store!r}; pick the store with --store URL (file:.trace, sqlite:///runs.db)",
               file=sys.stderr)
@@ -147,7 +147,7 @@ def _export_otel(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return export_command(_store(args.store), args.root_id, args.endpoint, capture_content=args.capture_content,
+    return export_command(_store(args.store, create=False), args.root_id, args.endpoint, capture_content=args.capture_content,
                           timeout=args.timeout)
 
 

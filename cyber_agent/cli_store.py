@@ -42,7 +42,7 @@ async def store_command(args: argparse.Namespace) -> int:
     """Run one of `STORE_COMMANDS`."""
     from cyber_agent.trace import open_store
 
-    store = open_store(args.store)
+    store = open_store(args.store, create=args.command == "import")  # the others only read (stop: an existing trace)
     if args.command == "copy":
         destination = open_store(args.to)
         records = await store.read_records(args.root_ids or None)

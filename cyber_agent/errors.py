@@ -142,6 +142,18 @@ class TraceLockedError(ConflictError):
                          f"lock. Stop that process or wait for it, then retry")
 
 
+class DatabaseLockedError(TraceLockedError):
+    """Another process held a store's whole database (SQLite's file lock) for longer than `busy_timeout`."""
+
+    def __init__(self, path: str, busy_timeout: float, trace_id: str | None = None) -> None:
+        self.path = path
+        self.trace_id, self.holder, self.waited = trace_id or "", f"another process on {path}", busy_timeout
+        what = f" (writing trace {trace_id!r})" if trace_id else ""
+        ConflictError.__init__(self, f"the SQLite database {path} is locked by another process{what}; waited "
+                               f"busy_timeout={busy_timeout:g} s. Stop or wait for that process, raise busy_timeout "
+                               "(sqlite:///PATH?busy_timeout=SECONDS), then retry")
+
+
 class StoreUnavailableError(StoreError):
     """A store's database server could not be reached (or kept dropping the connection) within its retries."""
 

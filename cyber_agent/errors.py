@@ -124,7 +124,9 @@ class CorruptRecordError(StoreError):
 
     def __init__(self, path: Path | str, reason: str) -> None:
         self.path = Path(path)
-        super().__init__(f"corrupt record {self.path}: {reason}; restore the file or remove its trace")
+        self.location = str(path)
+        """Where the record is, as given (a database row's `server#schema.table/trace` keeps its `//`)."""
+        super().__init__(f"corrupt record {self.location}: {reason}; restore the file or remove its trace")
 
 
 class ConflictError(StoreError):

@@ -155,7 +155,7 @@ class PostgresTraceStore(RetriedWrites):
     def close(self) -> None:
         """Remove this instance's commit markers and close its connections (it cannot be used afterwards)."""
         try:
-            with psycopg.connect(self.conninfo, **self.connect_kwargs) as conn:
+            with psycopg.connect(self.conninfo, **{**self.connect_kwargs, "connect_timeout": 2}) as conn:
                 conn.execute("DELETE FROM side_records WHERE trace_id = %s AND name LIKE %s",
                              (MARKER_TRACE, f"{self._instance}:%"))
         except psycopg.Error:

@@ -78,9 +78,11 @@ def test_a_database_locked_by_another_process_is_named_and_busy_timeout_bounds_t
     asyncio.run(store.add_message(Message.create(trace_id=trace_id, role="user", content="after")))  # free again
 
 
-def test_show_on_a_missing_sqlite_file_creates_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_show_and_list_on_a_missing_sqlite_file_create_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "missing.db"
     assert main(["--store", f"sqlite:///{path}", "show", "some-trace"]) == 2
+    assert f"no SQLite database at {path}" in capsys.readouterr().err
+    assert main(["--store", f"sqlite:///{path}", "list"]) == 2
     assert f"no SQLite database at {path}" in capsys.readouterr().err
     assert not path.exists() and list(tmp_path.iterdir()) == []
     with pytest.raises(StoreError, match="a read never creates one"):

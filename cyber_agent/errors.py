@@ -126,7 +126,9 @@ class CorruptRecordError(StoreError):
 
     def __init__(self, path: Path | str, reason: str) -> None:
         self.path = Path(path)
-        super().__init__(f"corrupt record {self.path}: {reason}; restore the file or remove its trace")
+        self.location = str(path)
+        """Where the record is, as given (a database row's `server#schema.table/trace` keeps its `//`)."""
+        super().__init__(f"corrupt record {self.location}: {reason}; restore the file or remove its trace")
 
 
 class ConflictError(StoreError):
@@ -142,6 +144,18 @@ class TraceLockedError(ConflictError):
         self.waited = waited
         super().__init__(f"trace {trace_id!r} is being written by {holder}; waited {waited:.1f} s for its writer "
                          f"lock. Stop that process or wait for it, then retry")
+
+
+class DatabaseLockedError(TraceLockedError):
+    """Another process held a store's whole database (SQLite's file lock) for longer than `busy_timeout`."""
+
+    def __init__(self, path: str, busy_timeout: float, trace_id: str | None = None) -> None:
+        self.path = path
+        self.trace_id, self.holder, self.waited = trace_id or "", f"another process on {path}", busy_timeout
+        what = f" (writing trace {trace_id!r})" if trace_id else ""
+        ConflictError.__init__(self, f"the SQLite database {path} is locked by another process{what}; waited "
+                               f"busy_timeout={busy_timeout:g} s. Stop or wait for that process, raise busy_timeout "
+                               "(sqlite:///PATH?busy_timeout=SECONDS), then retry")
 
 
 class StoreUnavailableError(StoreError):

@@ -90,7 +90,7 @@ async def list_command(args: argparse.Namespace) -> int:
     from cyber_agent.trace.store_listing import list_traces_report
     from cyber_agent.trace.store_url import store_url_of
 
-    store = open_store(args.store)
+    store = open_store(args.store, create=False)  # a read never creates a database
     # The store filters by its own fields; root-only, model and time are applied here, before the limit.
     listing = await list_traces_report(store, status=args.status, limit=None)
     matched = [t for t in listing.traces if _matches(t, args)]

@@ -36,5 +36,5 @@ def export_otel_command(args: argparse.Namespace) -> int:
         return 2
     from cyber_agent.trace import open_store
 
-    return export_command(open_store(args.store), args.root_id, args.endpoint, capture_content=args.capture_content,
-                          timeout=args.timeout, headers=args.header)
+    return export_command(open_store(args.store, create=False), args.root_id, args.endpoint,
+                          capture_content=args.capture_content, timeout=args.timeout, headers=args.header)

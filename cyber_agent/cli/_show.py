@@ -60,7 +60,7 @@ async def show_command(args: argparse.Namespace) -> int:
     from cyber_agent.trace.render import render_trace_tree
     from cyber_agent.trace.store_url import store_url_of
 
-    store = open_store(args.store)
+    store = open_store(args.store, create=False)  # a read never creates a database
     if await store.get_trace(args.trace_id) is None:
         print(f"error: no trace {args.trace_id!r} in {store!r}; pick the store with --store URL "
               "(file:.trace, sqlite:///runs.db, postgresql://user@host/db) or see `cyber-agent list`", file=sys.stderr)

@@ -66,7 +66,7 @@ async def copy_command(args: argparse.Namespace) -> int:
     """Copy trees of `--store` into `--to`."""
     from cyber_agent.trace import open_store
 
-    store, destination = open_store(args.store), open_store(args.to)
+    store, destination = open_store(args.store, create=False), open_store(args.to)  # a read never creates a database
     records = await store.read_records(args.root_ids or None)
     written = await destination.import_records(records, skip_existing=args.skip_existing)
     print(f"copied {len(written)} of {len(records)} traces from {store!r} to {destination!r}")
@@ -78,7 +78,7 @@ async def export_command(args: argparse.Namespace) -> int:
     from cyber_agent.notebook.export import aexport_traces
     from cyber_agent.trace import open_store
 
-    path = await aexport_traces(open_store(args.store), args.root_ids or None, args.out)
+    path = await aexport_traces(open_store(args.store, create=False), args.root_ids or None, args.out)
     print(f"wrote {path}")
     return 0
 

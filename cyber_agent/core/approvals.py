@@ -17,7 +17,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cyber_agent.errors import ConflictError, CorruptRecordError, InvalidUpdateError, NotFoundError
 from cyber_agent.llm.types import ToolCall
@@ -43,7 +43,10 @@ __all__ = [
 
 
 class CallDecision(BaseModel):
-    """A reviewer's decision on one call (API body item)."""
+    """A reviewer's decision on one call (API body item); an unknown field (`edits` for `arguments`) is refused,
+    so an edit the reviewer believes they made is never dropped while the call is approved."""
+
+    model_config = ConfigDict(extra="forbid")
 
     call_id: str
     decision: Literal["approve", "reject"]

@@ -34,6 +34,7 @@ from cyber_agent.notebook.records import (
 )
 from cyber_agent.notebook.sql_frames import sql_dialect, sql_event_rows, sql_message_tables
 from cyber_agent.trace.bulk import gc_paused
+from cyber_agent.trace.store_listing import DamagedEntry, warn_damaged
 
 __all__ = ["SCHEMAS", "TraceFrames", "ato_frames", "frames_from_records", "store_origin", "to_frames"]
 
@@ -281,8 +282,15 @@ async def ato_frames(
     with gc_paused():  # each collection would walk every record loaded so far
         if sql_dialect(store) is not None:  # messages and events read with SQL, not record by record
             records = await read_records(store, root_ids, messages=False, events=False)
-            tables = sql_message_tables(store, records) if messages else None
-            event_columns = sql_event_rows(store, records, list(SCHEMAS["events"])) if events else None
+            damaged: list[DamagedEntry] = []
+            tables = sql_message_tables(store, records, damaged) if messages else None
+            event_columns = sql_event_rows(store, records, list(SCHEMAS["events"]), damaged) if events else None
+            if damaged:  # leave the damaged traces out of every frame, name them (as the listing does)
+                bad = {entry.name for entry in damaged}
+                records = [record for record in records if record.trace_id not in bad]
+                tables = sql_message_tables(store, records) if messages else None
+                event_columns = sql_event_rows(store, records, list(SCHEMAS["events"])) if events else None
+                warn_damaged(damaged)
             frames = frames_from_records(records, with_messages=messages, tables=tables, event_columns=event_columns,
                                          origin=store_origin(store))
         else:

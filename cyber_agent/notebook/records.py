@@ -35,7 +35,7 @@ def open_source(source: StoreSource) -> TraceReader:
     """Return the store behind `source`: a store as is, a store URL, a directory (file store), a
     SQLite database file, or an export file."""
     if isinstance(source, str) and ":" in source.split("/", 1)[0] and len(source.split(":", 1)[0]) > 1:
-        return open_store(source)  # a store URL: file:..., sqlite:///..., memory:
+        return open_store(source, create=False)  # a store URL (file:, sqlite:///, memory:); a read creates nothing
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         if path.is_dir():

@@ -24,6 +24,7 @@ from cyber_agent.trace.events import TraceEvent
 from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.protocols import TraceReader
 from cyber_agent.trace.records import TraceRecord
+from cyber_agent.trace.store_listing import DamagedEntry, damaged_record, warn_damaged
 
 __all__ = ["OtelExport", "export_otel", "make_settings", "parent_span_of", "tree_spans", "view_of"]
 
@@ -85,14 +86,20 @@ async def tree_spans(reader: TraceReader, root_id: str, *, settings: SpanSetting
     records = await reader.read_records([root_id])
     links: dict[str, ChildLinks] = {}
     spans: list[ReadableSpan] = []
+    damaged: list[DamagedEntry] = []
     for record in records:
-        view = view_of(record)
+        try:
+            view = view_of(record)
+        except ValueError as exc:  # a record that parses but is not a trace's: skipped and named, like the listing
+            damaged.append(damaged_record(record.trace_id, f"{reader!r}/{record.trace_id}", exc))
+            continue
         trace = view.trace
         links[trace.trace_id] = child_links(view.events)
         parent_links = links.get(trace.parent_trace_id or "")
         revisions = parent_links.revised_by.get(trace.trace_id, []) if parent_links is not None else []
         spans.extend(trace_spans(view, parent_span=parent_span_of(trace, parent_links), revisions=revisions,
                                  settings=settings))
+    warn_damaged(damaged)
     return spans
 
 

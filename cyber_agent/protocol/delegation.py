@@ -204,8 +204,15 @@ async def run_recursive_agents(
         async with asyncio.TaskGroup() as group:
             jobs = [group.create_task(run_one(i)) for i in range(count)]
     finally:
-        # Only reservations of children that were never created are rolled back.
+        # Only reservations of children that were never created are rolled back, and only created
+        # children keep their quota slot (failed and stopped ones count; [not created] ones do not).
         await budget.release_agents(count - len(created))
+        if len(created) < count:
+            async with runner.lock(f"children:{ctx.trace_id}"):
+                now = await store.get_trace(ctx.trace_id)
+                if now is not None:
+                    kept = max(0, now.lineage.child_count - (count - len(created)))
+                    await store.update_trace(ctx.trace_id, lineage=now.lineage.model_copy(update={"child_count": kept}))
         for child_id in ids:
             runner.release_child(child_id)
     outcomes = [job.result() for job in jobs]

@@ -9,6 +9,7 @@ the dense id sequence.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
@@ -77,13 +78,23 @@ class TraceEvent(BaseModel):
 
 
 def encode_json(value: Any, what: str) -> str:
-    """Return `value` as JSON text; raise InvalidUpdateError naming `what` if it cannot be encoded."""
+    """Return `value` as JSON text; raise InvalidUpdateError naming `what` if it cannot be encoded.
+
+    The text rule of every store (issue 29): a string holding U+0000 (NUL) or a lone surrogate is
+    refused here, at the one place every write is encoded, so a run behaves the same on a file,
+    SQLite, memory or PostgreSQL store (PostgreSQL cannot keep a NUL in text at all)."""
     try:
-        if isinstance(value, BaseModel):
-            return value.model_dump_json()
-        return to_json(value).decode()
+        text = value.model_dump_json() if isinstance(value, BaseModel) else to_json(value).decode()
     except PydanticSerializationError as exc:
-        raise InvalidUpdateError(f"{what} is not JSON-serializable: {exc}") from None
+        raise InvalidUpdateError(f"{what} is not JSON-serializable: {exc}; text must be valid Unicode "
+                                 "(no lone surrogates such as '\\ud800')") from None
+    if "\\u0000" in text and (found := _NUL.search(text)) is not None:
+        raise InvalidUpdateError(f"{what} contains a NUL character (U+0000) near {text[max(0, found.start() - 40):found.end()]!r}; "
+                                 "no store keeps one (PostgreSQL cannot): remove it first, e.g. text.replace('\\x00', '')")
+    return text
+
+
+_NUL = re.compile(r"(?<!\\)(?:\\\\)*\\u0000")  # an escaped NUL, not a literal backslash before "u0000"
 
 
 def encode_event(event_id: int, trace_id: str, event_type: str, payload_json: str, *, created_at: str | None = None) -> str:

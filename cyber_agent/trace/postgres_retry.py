@@ -4,7 +4,9 @@ The base logic (`store_base.py`) runs a write as one transaction whose body cann
 the retry wraps the whole public call: a statement that failed on a dead connection (or a
 rollback-class error) raises `_ConnectionLost` once the transaction is gone, and `_retrying`
 waits (0.1 s doubling to 2 s) and runs the call again, until `retry_seconds` have passed
-(`_backoff` then raises `StoreUnavailableError`). Nothing is applied twice: a commit whose
+(`_backoff` then raises `StoreUnavailableError`). The deadline is one for the whole call
+(`write_deadline`): waiting for a pooled connection and asking whether a commit landed count
+against it too. Nothing is applied twice: a commit whose
 answer was lost is resolved before `_ConnectionLost` is raised (`postgres_store.py:_end`).
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from cyber_agent.errors import StoreError
@@ -23,9 +26,12 @@ from cyber_agent.trace.protocols import UsageChange
 from cyber_agent.trace.records import TraceRecord
 from cyber_agent.trace.sql_store import SQLTraceStore
 
-__all__ = ["RetriedWrites"]
+__all__ = ["RetriedWrites", "write_deadline"]
 
 T = TypeVar("T")
+
+write_deadline: ContextVar[float | None] = ContextVar("cyber_agent_pg_write_deadline", default=None)
+"""`time.monotonic()` by which the write (or read) running in this context must succeed or give up."""
 
 
 class _ConnectionLost(StoreError):
@@ -37,19 +43,23 @@ class RetriedWrites(SQLTraceStore):
 
     retry_seconds: float
 
-    def _backoff(self, deadline: float, delay: float, exc: Exception) -> float:
-        """The next wait before a retry, or raise when it would pass the deadline."""
+    def _backoff(self, delay: float, exc: Exception) -> float:
+        """The next wait before a retry, or raise once `write_deadline` has passed."""
         raise NotImplementedError  # pragma: no cover - PostgresTraceStore supplies it
 
     async def _retrying(self, call: Callable[[], Awaitable[T]]) -> T:
-        """Run one write; re-run it from the start while the connection drops, up to `retry_seconds`."""
-        deadline, delay = time.monotonic() + self.retry_seconds, 0.05
-        while True:
-            try:
-                return await call()
-            except _ConnectionLost as exc:
-                delay = self._backoff(deadline, delay, exc)
-                await asyncio.sleep(delay)
+        """Run one write; re-run it from the start while the connection drops, up to `retry_seconds` in all."""
+        token = write_deadline.set(time.monotonic() + self.retry_seconds)
+        try:
+            delay = 0.05
+            while True:
+                try:
+                    return await call()
+                except _ConnectionLost as exc:
+                    delay = self._backoff(delay, exc)
+                    await asyncio.sleep(delay)
+        finally:
+            write_deadline.reset(token)
 
     async def create_trace(self, trace: Trace) -> str:
         """Persist a new trace and an empty goal tree; return its id."""

@@ -10,10 +10,18 @@ the server's connections, transactions, writer lock, retries and live events.
   reservations are never a read, a check and a later write.
 - **Connections.** A `psycopg_pool.ConnectionPool` (autocommit connections); a write holds one
   connection from its first statement to its commit, a read outside a write borrows one per query.
-- **Dropped connections** (the server restarted, a network cut): the write is re-run from the
-  start with a bounded backoff (`retry_seconds`). A commit whose answer was lost is resolved with
-  `txid_status` of the write's transaction id first: committed means done (never applied twice),
-  aborted means re-run (never lost). Past the deadline `StoreUnavailableError` is raised.
+- **Dropped connections** (the server restarted or crashed, a network cut; every error class
+  that means the session went away, `_LOST`): the write is re-run from the start with a bounded
+  backoff. `retry_seconds` bounds the whole write, connection attempts included
+  (`postgres_retry.py:write_deadline`), and the error says how long it really tried.
+- **Did the commit land?** Each write updates a marker row only this writer owns
+  (`side_records`, trace id `MARKER_TRACE`, one row per store instance and thread) to a fresh
+  token inside its transaction. A commit whose answer was lost is resolved by reading that row on
+  a new connection (`FOR UPDATE`, so a transaction still finishing on the server is waited for):
+  our token means committed (never applied twice), anything else means re-run (never lost).
+  A transaction id is never used for this: a crash can hand the same id to another client.
+- **Fault points.** `PostgresTraceStore.fault_hook`, when set, is called with the name of each
+  point of a write (`FAULT_POINTS`); the crash tests hold a writer there while they stop the server.
 - **Live events.** Every event sends `NOTIFY cyber_agent_events, '<trace_id>:<event_id>'` inside
   its transaction (delivered only if it commits); `listen` turns them into an async iterator of
   events on a dedicated connection and replays from the last id after a reconnect. A stop request
@@ -24,15 +32,16 @@ the server's connections, transactions, writer lock, retries and live events.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import threading
 import time
+import uuid
 import weakref
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
@@ -42,31 +51,34 @@ from cyber_agent.trace.events import TraceEvent
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Trace
 from cyber_agent.trace.postgres_listen import listen_events
-from cyber_agent.trace.postgres_retry import RetriedWrites, _ConnectionLost
+from cyber_agent.trace.postgres_retry import RetriedWrites, _ConnectionLost, write_deadline
 from cyber_agent.trace.postgres_schema import migrate
+from cyber_agent.trace.postgres_url import OPTIONS, parse_url, redact_url
 from cyber_agent.trace.sql_store import _INSERT_TRACE
 
-__all__ = ["EVENTS_CHANNEL", "STOPS_CHANNEL", "PostgresTraceStore"]
+__all__ = ["EVENTS_CHANNEL", "FAULT_POINTS", "MARKER_TRACE", "STOPS_CHANNEL", "PostgresTraceStore"]
 
 EVENTS_CHANNEL = "cyber_agent_events"
 """NOTIFY channel of new events; the payload is `<trace_id>:<event_id>`."""
 STOPS_CHANNEL = "cyber_agent_stops"
 """NOTIFY channel of stop requests; the payload is the trace id."""
 
+MARKER_TRACE = ":commit-markers"
+"""The `side_records.trace_id` of the writers' commit markers (never a valid trace id)."""
+FAULT_POINTS = ("locked", "before_commit", "commit_sent")
+"""Where `fault_hook` is called: the write's lock is held; its statements are sent, COMMIT is not;
+COMMIT is sent and its answer not yet read."""
+
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
-_OPTIONS: dict[str, type] = {"schema": str, "pool_size": int, "retry_seconds": float}
+# Every error that means the session or the server went away: the transaction is gone, run it again.
+_LOST = (psycopg.errors.AdminShutdown, psycopg.errors.CrashShutdown, psycopg.errors.CannotConnectNow,
+         psycopg.errors.IdleSessionTimeout, psycopg.errors.IdleInTransactionSessionTimeout,
+         psycopg.errors.ConnectionException, psycopg.errors.TransactionRollback)
 
 
-def split_url(url: str) -> tuple[str, dict[str, str]]:
-    """The libpq URL without this store's options, and those options (`schema`, `pool_size`, `retry_seconds`)."""
-    parts = urlsplit(url)
-    ours, theirs = {}, []
-    for name, value in parse_qsl(parts.query, keep_blank_values=True):
-        if name in _OPTIONS:
-            ours[name] = value
-        else:
-            theirs.append((name, value))
-    return urlunsplit(parts._replace(query=urlencode(theirs))), ours
+def _gone(conn: psycopg.Connection[tuple[Any, ...]] | None, exc: psycopg.Error) -> bool:
+    """Whether `exc` means the connection or the server went away (or the server rolled back): safe to re-run."""
+    return (conn is not None and conn.broken) or isinstance(exc, _LOST) or (exc.sqlstate or "").startswith("08")
 
 
 class PostgresTraceStore(RetriedWrites):
@@ -75,32 +87,32 @@ class PostgresTraceStore(RetriedWrites):
     def __init__(self, url: str, *, schema: str | None = None, pool_size: int = 4, retry_seconds: float = 30.0,
                  connect_timeout: float = 10.0) -> None:
         super().__init__()
-        conninfo, options = split_url(url)
-        schema = options.get("schema", schema)
+        parsed, shown = parse_url(url), redact_url(url)
+        conninfo = parsed.conninfo
+        schema = parsed.schema if parsed.schema is not None else schema
         if schema is not None and not _SCHEMA_NAME.fullmatch(schema):
             raise ConfigurationError("schema", f"{schema!r} is not a plain lower-case SQL name; use letters, digits "
                                                "and _, starting with a letter (e.g. schema=cyber_agent)")
-        try:
-            pool_size = int(options.get("pool_size", pool_size))
-            retry_seconds = float(options.get("retry_seconds", retry_seconds))
-        except ValueError as exc:
-            raise ConfigurationError("store URL", f"{url!r}: {exc}; pool_size is an int, retry_seconds a float") from None
-        if pool_size < 1 or retry_seconds < 0:
-            raise ConfigurationError("store URL", f"{url!r}: pool_size must be >= 1 and retry_seconds >= 0")
+        pool_size = parsed.pool_size if parsed.pool_size is not None else pool_size
+        retry_seconds = parsed.retry_seconds if parsed.retry_seconds is not None else retry_seconds
+        if pool_size < 1 or not retry_seconds >= 0:
+            raise ConfigurationError("store URL", f"{shown!r}: pool_size must be >= 1 and retry_seconds >= 0")
         self.url, self.schema, self.pool_size, self.retry_seconds = url, schema, pool_size, retry_seconds
         self.connect_timeout = connect_timeout
         self.conninfo = conninfo
         self.connect_kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": max(1, round(connect_timeout))}
-        if schema is not None:
-            self.connect_kwargs["options"] = f"-c search_path={schema}"
+        # An acknowledged write survives a server crash even where the server runs synchronous_commit=off.
+        self.connect_kwargs["options"] = "-c synchronous_commit=on" + (f" -c search_path={schema}" if schema else "")
         self._sql_cache: dict[str, str] = {}
+        self.fault_hook: Callable[[str], None] | None = None
+        self._instance, self._threads = uuid.uuid4().hex, itertools.count(1)
         try:
             self._server = self._describe(conninfo)
             with psycopg.connect(conninfo, **{**self.connect_kwargs, "autocommit": False}) as conn:
                 migrate(conn, schema, self._server)
         except psycopg.ProgrammingError as exc:
-            raise ConfigurationError("store URL", f"{url!r}: {str(exc).strip()}; options are libpq's "
-                                     f"(host, port, user, sslmode, ...) and {', '.join(sorted(_OPTIONS))}") from None
+            raise ConfigurationError("store URL", f"{shown!r}: {str(exc).strip()}; options are libpq's "
+                                     f"(host, port, user, sslmode, ...) and {', '.join(sorted(OPTIONS))}") from None
         except psycopg.OperationalError as exc:
             raise StoreUnavailableError(self._server, f"{str(exc).strip()}; is the server running? "
                                         "(docs/trace.md, 'The PostgreSQL store', says how to start one)") from None
@@ -141,7 +153,13 @@ class PostgresTraceStore(RetriedWrites):
             self._give_back(conn)
 
     def close(self) -> None:
-        """Close every connection of this instance (it cannot be used afterwards)."""
+        """Remove this instance's commit markers and close its connections (it cannot be used afterwards)."""
+        try:
+            with psycopg.connect(self.conninfo, **{**self.connect_kwargs, "connect_timeout": 2}) as conn:
+                conn.execute("DELETE FROM side_records WHERE trace_id = %s AND name LIKE %s",
+                             (MARKER_TRACE, f"{self._instance}:%"))
+        except psycopg.Error:
+            pass  # a marker left behind is one small row; correctness never depends on removing it
         self._pool.close()
 
     # ---- connections ------------------------------------------------------------------------
@@ -149,10 +167,13 @@ class PostgresTraceStore(RetriedWrites):
         if os.getpid() != self._pid:  # a forked child: the parent's connections are not ours to use
             self._retired.append(self._pool)
             self._pid, self._local, self._pool = os.getpid(), threading.local(), self._open_pool()
+            self._instance = uuid.uuid4().hex  # the parent's markers stay the parent's
+        deadline = write_deadline.get()
+        timeout = self.connect_timeout if deadline is None else max(0.05, min(self.connect_timeout, deadline - time.monotonic()))
         try:
-            return self._pool.getconn()
+            return self._pool.getconn(timeout=timeout)
         except PoolTimeout:
-            raise _ConnectionLost(f"{self._server}: no connection within {self.connect_timeout} s") from None
+            raise _ConnectionLost(f"{self._server}: no connection within {timeout:.1f} s") from None
 
     def _give_back(self, conn: psycopg.Connection[tuple[Any, ...]]) -> None:
         broken = conn.broken
@@ -170,30 +191,34 @@ class PostgresTraceStore(RetriedWrites):
         try:
             cursor = conn.execute(self._sql(sql), params)
             return cursor.fetchall() if fetch else []
-        except psycopg.OperationalError as exc:
-            if conn.broken or isinstance(exc, psycopg.errors.TransactionRollback):  # safe to run again
-                raise _ConnectionLost(f"{self._server}: {str(exc).strip()}") from None
-            raise StoreError(f"{self._server}: {str(exc).strip()}") from None
         except psycopg.IntegrityError:
             raise
         except psycopg.Error as exc:
+            if _gone(conn, exc):  # the transaction is gone with the session: safe to run again
+                raise _ConnectionLost(f"{self._server}: {str(exc).strip()}") from None
             raise StoreError(f"{self._server}: {str(exc).strip()}") from None
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             return self._run(conn, sql, params, True)
-        deadline, delay = time.monotonic() + self.retry_seconds, 0.05
-        while True:  # a read on its own is safe to repeat
-            try:
-                conn = self._borrow()
+        own = write_deadline.get() is None
+        token = write_deadline.set(time.monotonic() + self.retry_seconds) if own else None
+        try:
+            delay = 0.05
+            while True:  # a read on its own is safe to repeat
                 try:
-                    return self._run(conn, sql, params, True)
-                finally:
-                    self._give_back(conn)
-            except _ConnectionLost as exc:
-                delay = self._backoff(deadline, delay, exc)
-                time.sleep(delay)
+                    conn = self._borrow()
+                    try:
+                        return self._run(conn, sql, params, True)
+                    finally:
+                        self._give_back(conn)
+                except _ConnectionLost as exc:
+                    delay = self._backoff(delay, exc)
+                    time.sleep(delay)
+        finally:
+            if token is not None:
+                write_deadline.reset(token)
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         conn = getattr(self._local, "conn", None)
@@ -201,12 +226,15 @@ class PostgresTraceStore(RetriedWrites):
             raise StoreError(f"internal: a write statement outside a transaction: {sql[:60]}")  # pragma: no cover
         self._run(conn, sql, params, False)
 
-    def _backoff(self, deadline: float, delay: float, exc: Exception) -> float:
-        """The next wait before a retry, or StoreUnavailableError when it would pass the deadline."""
-        if time.monotonic() + delay > deadline:
-            raise StoreUnavailableError(self._server, f"{exc} (still failing after {self.retry_seconds} s of retries; "
-                                        "raise retry_seconds or check the server)") from None
-        return min(delay * 2, 2.0)
+    def _backoff(self, delay: float, exc: Exception) -> float:
+        """The next wait before a retry (never past the deadline), or StoreUnavailableError once it has passed."""
+        deadline = write_deadline.get()
+        now = time.monotonic()
+        if deadline is None or now >= deadline:
+            tried = now - (deadline - self.retry_seconds) if deadline is not None else 0.0
+            raise StoreUnavailableError(self._server, f"{exc} (still failing after {tried:.1f} s of retries, "
+                                        f"retry_seconds={self.retry_seconds:g}; raise it or check the server)") from None
+        return max(0.0, min(delay * 2, 2.0, deadline - now))
 
     def _where(self, trace_id: str, table: str) -> str:
         return f"{self._server}#{self.schema or 'public'}.{table}/{trace_id}"
@@ -218,35 +246,59 @@ class PostgresTraceStore(RetriedWrites):
         if getattr(self._local, "conn", None) is not None:
             raise StoreError("internal: a second write opened on a thread that holds one")  # pragma: no cover
         conn = self._borrow()
+        try:
+            marker = self._marker(conn)
+        except BaseException:
+            self._give_back(conn)
+            raise
         pipeline = conn.pipeline()
+        token = uuid.uuid4().hex
         try:
             pipeline.__enter__()
-            self._local.conn, self._local.pipeline, self._local.txid = conn, pipeline, None
+            self._local.conn, self._local.pipeline, self._local.token = conn, pipeline, token
             self._run(conn, "BEGIN", (), False)
+            self._run(conn, "UPDATE side_records SET data = ? WHERE trace_id = ? AND name = ?",
+                      (token, MARKER_TRACE, marker), False)
         except BaseException:
             self._end(failed=True)
             raise
         return conn
 
+    def _marker(self, conn: psycopg.Connection[tuple[Any, ...]]) -> str:
+        """This thread's marker row (created on its first write, outside any transaction)."""
+        marker: str | None = getattr(self._local, "marker", None)
+        if marker is None:
+            marker = f"{self._instance}:{next(self._threads)}"
+            self._run(conn, "INSERT INTO side_records (trace_id, name, data) VALUES (?, ?, '') "
+                            "ON CONFLICT (trace_id, name) DO NOTHING", (MARKER_TRACE, marker), False)
+            self._local.marker = marker
+        return marker
+
+    def _at(self, point: str) -> None:
+        if self.fault_hook is not None:
+            self.fault_hook(point)
+
     def _end(self, *, failed: bool) -> None:
         """Commit (or roll back) this thread's write and give its connection back."""
-        conn, pipeline, txid = self._local.conn, self._local.pipeline, self._local.txid
-        self._local.conn = self._local.pipeline = self._local.txid = None
+        conn, pipeline, token = self._local.conn, self._local.pipeline, self._local.token
+        self._local.conn = self._local.pipeline = self._local.token = None
         try:
             if not failed:
+                committing = False
                 try:
+                    self._at("before_commit")
+                    committing = True
                     conn.execute("COMMIT")
+                    self._at("commit_sent")
                     pipeline.__exit__(None, None, None)  # sends what is queued; raises the write's first error
-                except psycopg.OperationalError as exc:
-                    if conn.broken and txid is not None and self._committed(txid):
-                        return  # the answer was lost, the commit was not
-                    if conn.broken or isinstance(exc, psycopg.errors.TransactionRollback):
-                        raise _ConnectionLost(f"{self._server}: the commit failed ({str(exc).strip()})") from None
-                    raise StoreError(f"{self._server}: the write did not commit: {str(exc).strip()}") from None
                 except psycopg.IntegrityError:
                     raise
                 except psycopg.Error as exc:
-                    raise StoreError(f"{self._server}: the write did not commit: {str(exc).strip()}") from None
+                    if not _gone(conn, exc):
+                        raise StoreError(f"{self._server}: the write did not commit: {str(exc).strip()}") from None
+                    if committing and not isinstance(exc, psycopg.errors.TransactionRollback) and self._committed(token):
+                        return  # the answer was lost, the commit was not
+                    raise _ConnectionLost(f"{self._server}: the commit failed ({str(exc).strip()})") from None
         finally:
             if conn.pgconn.pipeline_status:  # still in pipeline mode (a failed write): leave it, errors known
                 try:
@@ -260,31 +312,43 @@ class PostgresTraceStore(RetriedWrites):
                     pass  # a dead connection: the server rolled back already
             self._give_back(conn)
 
-    def _committed(self, txid: int) -> bool:
-        """Whether the transaction `txid` committed, asked on a new connection (waits for the server)."""
-        deadline, delay = time.monotonic() + self.retry_seconds, 0.05
-        while True:
-            try:
-                with psycopg.connect(self.conninfo, **self.connect_kwargs) as conn:
-                    row = conn.execute("SELECT txid_status(%s)", (txid,)).fetchone()
-                status = row[0] if row else None
-                if status != "in progress":
-                    return status == "committed"
-                exc: Exception = StoreError(f"transaction {txid} still in progress")
-            except psycopg.OperationalError as error:
-                exc = error
-            delay = self._backoff(deadline, delay, exc)
-            time.sleep(delay)
+    def _committed(self, token: str) -> bool:
+        """Whether the write that set this thread's marker to `token` committed, asked on a new connection.
+
+        `FOR UPDATE` waits while the old transaction still holds the row (its session not yet ended
+        on the server), so "not our token" is only answered once that transaction is over."""
+        own = write_deadline.get() is None
+        reset = write_deadline.set(time.monotonic() + self.retry_seconds) if own else None
+        try:
+            delay = 0.05
+            while True:
+                deadline = write_deadline.get()
+                left = self.retry_seconds if deadline is None else deadline - time.monotonic()
+                try:
+                    kwargs = {**self.connect_kwargs, "connect_timeout": max(2, min(self.connect_timeout, round(left)))}
+                    with psycopg.connect(self.conninfo, **kwargs) as conn, conn.transaction():
+                        conn.execute(f"SET LOCAL lock_timeout = {max(1, int(left * 1000))}")
+                        row = conn.execute("SELECT data FROM side_records WHERE trace_id = %s AND name = %s FOR UPDATE",
+                                           (MARKER_TRACE, self._local.marker)).fetchone()
+                    return row is not None and row[0] == token
+                except psycopg.Error as error:
+                    if not (isinstance(error, psycopg.OperationalError) or _gone(None, error)):
+                        raise StoreError(f"{self._server}: cannot tell whether the write committed: {error}") from None
+                    delay = self._backoff(delay, error)
+                    time.sleep(delay)
+        finally:
+            if reset is not None:
+                write_deadline.reset(reset)
 
     @contextmanager
     def _transaction(self, what: str) -> Iterator[None]:
         if getattr(self._local, "conn", None) is not None:  # part of the write already open on this thread
             yield
             return
-        conn = self._begin()
+        self._begin()
         failed = True
         try:
-            (self._local.txid,), = self._run(conn, "SELECT txid_current()", (), True)
+            self._at("locked")
             yield
             failed = False
         finally:
@@ -294,14 +358,14 @@ class PostgresTraceStore(RetriedWrites):
         conn = self._begin()
         try:
             rows = self._run(conn, "UPDATE traces SET generation = generation + 1 WHERE trace_id = ? "
-                                   "RETURNING generation, txid_current()", (trace_id,), True)
+                                   "RETURNING generation", (trace_id,), True)
+            self._at("locked")
         except BaseException:
             self._end(failed=True)
             raise
         if not rows:
             return None
-        generation, self._local.txid = rows[0]
-        return int(generation) - 1
+        return int(rows[0][0]) - 1
 
     def _release_writer(self, trace_id: str, *, failed: bool) -> None:
         try:

@@ -282,13 +282,28 @@ class SQLTraceStore(BaseTraceStore):
         return metas, damaged
 
     def _read_record(self, meta: JSONRecord, *, messages: bool, events: bool) -> TraceRecord:
+        """One trace's record; a damaged row raises CorruptRecordError naming its table (the reader skips the trace)."""
+        where = ["traces.goals"]
+        try:
+            return self._read_rows(meta, messages=messages, events=events, where=where)
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptRecordError(self._where(meta["trace_id"], where[0]),
+                                     f"invalid JSON ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+    def _record_location(self, meta: JSONRecord) -> str:
+        return self._where(str(meta.get("trace_id")), "traces")
+
+    def _read_rows(self, meta: JSONRecord, *, messages: bool, events: bool, where: list[str]) -> TraceRecord:
         trace_id = meta["trace_id"]
         loads = json.loads
         (goals,), = self._query("SELECT goals FROM traces WHERE trace_id = ?", (trace_id,))
+        goal_tree = loads(goals)
+        where[0] = "messages.data"
         parsed = ([loads(data) for (data,) in self._query(
             "SELECT data FROM messages WHERE trace_id = ? ORDER BY sequence", (trace_id,))] if messages else [])
         by_sequence = {m["sequence"]: m for m in parsed}
         out_events = []
+        where[0] = "events.data"
         if events:
             for line, sequence, shared in self._query(
                     "SELECT data, sequence, shared FROM events WHERE trace_id = ? ORDER BY event_id", (trace_id,)):
@@ -301,8 +316,9 @@ class SQLTraceStore(BaseTraceStore):
                         message = loads(raw)
                     event["payload"]["message"] = message  # shared with the message list, as every store does
                 out_events.append(event)
+        where[0] = "side_records"
         return TraceRecord(
-            trace=meta, goal_tree=loads(goals), messages=parsed, events=out_events,
+            trace=meta, goal_tree=goal_tree, messages=parsed, events=out_events,
             resource_usage=self._read_side_record(trace_id, "resource_usage"),
             tool_approvals=self._read_side_record(trace_id, "tool_approvals"),
         )

@@ -13,8 +13,13 @@ transaction: the message, its `message_added` event (with the next dense event i
 totals and goal stats commit together or not at all, so a crash or `kill -9` leaves either the
 whole write or none of it. The trace row's `generation` is bumped by every write; a process whose
 cached write state is older re-reads it (another process wrote the trace). SQLite serialises
-writers database-wide; a writer waits up to `busy_timeout` seconds for the lock and then retries
-a bounded number of times before it raises `TraceLockedError`.
+writers database-wide; a write waits at most `busy_timeout` seconds in all for the lock (every
+statement of it, BEGIN to COMMIT, against one deadline) and then raises `DatabaseLockedError`,
+naming the file and saying another process holds it.
+
+Opening names the file and what is wrong with it: not a database (garbage, truncated), a
+directory, locked, unreadable. `create=False` (what read commands use) refuses a missing file
+instead of creating an empty database.
 
 The tables and the SQL that reads and writes them are shared with the PostgreSQL store
 (`sql_store.py:SQLTraceStore`): one message is stored once, its event points at it.
@@ -35,7 +40,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from cyber_agent.errors import ConflictError, StoreError, TraceLockedError
+from cyber_agent.errors import ConflictError, DatabaseLockedError, StoreError
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Trace
 from cyber_agent.trace.sql_store import _INSERT_TRACE, SQLTraceStore
@@ -49,13 +54,17 @@ _LOCK_RETRIES = 5
 class SQLiteTraceStore(SQLTraceStore):
     """Persist traces in one SQLite database file; many processes may read and write it at once."""
 
-    def __init__(self, path: str | os.PathLike[str], *, durable: bool = False, busy_timeout: float = 30.0) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, durable: bool = False, busy_timeout: float = 30.0,
+                 create: bool = True) -> None:
         super().__init__()
         if busy_timeout <= 0:
             raise ValueError(f"busy_timeout must be > 0 seconds, got {busy_timeout!r}")
         self.path = Path(path)
         if self.path.is_dir():
             raise StoreError(f"{self.path} is a directory; a SQLite store is one file, e.g. sqlite:///{self.path}/runs.db")
+        if not create and not self.path.exists():
+            raise StoreError(f"no SQLite database at {self.path} ({self.path.resolve()}); check the path "
+                             "(a read never creates one)")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.durable = durable
         self.busy_timeout = busy_timeout
@@ -63,9 +72,25 @@ class SQLiteTraceStore(SQLTraceStore):
         self._connections: list[sqlite3.Connection] = []
         self._connections_lock = threading.Lock()
         weakref.finalize(self, _close_all, self._connections)
-        conn = self._conn()
-        with self._transaction("<schema>"):
-            migrate(conn, str(self.path))
+        try:
+            conn = self._conn()
+            with self._transaction(""):
+                migrate(conn, str(self.path))
+        except sqlite3.DatabaseError as exc:
+            _close_all(self._connections)
+            raise self._open_error(exc) from None
+        except StoreError:
+            _close_all(self._connections)
+            raise
+
+    def _open_error(self, exc: sqlite3.DatabaseError) -> StoreError:
+        text = str(exc)
+        if "locked" in text or "busy" in text:
+            return DatabaseLockedError(str(self.path), self.busy_timeout)
+        if "not a database" in text or "malformed" in text or "corrupt" in text:
+            return StoreError(f"{self.path} is not a usable SQLite database ({text}): the file is damaged, truncated "
+                              "or of another kind. Restore it from a backup, or name another file")
+        return StoreError(f"{self.path}: cannot open the SQLite database ({text})")
 
     def __repr__(self) -> str:
         return f"SQLiteTraceStore({os.fspath(self.path)!r})"
@@ -79,8 +104,12 @@ class SQLiteTraceStore(SQLTraceStore):
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(f"PRAGMA synchronous={'FULL' if self.durable else 'NORMAL'}")
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(f"PRAGMA synchronous={'FULL' if self.durable else 'NORMAL'}")
+            except sqlite3.DatabaseError as exc:
+                conn.close()
+                raise self._open_error(exc) from None
             self._local.conn = conn
             with self._connections_lock:
                 self._connections.append(conn)
@@ -91,16 +120,31 @@ class SQLiteTraceStore(SQLTraceStore):
         return self._conn()
 
     def _begin(self, conn: sqlite3.Connection, what: str) -> None:
-        waited = time.monotonic()
+        """BEGIN IMMEDIATE, waiting for the database lock until this write's deadline (`busy_timeout` from now)."""
+        self._local.deadline = time.monotonic() + self.busy_timeout
         for attempt in range(_LOCK_RETRIES):
             try:
+                self._wait_budget(conn)
                 conn.execute("BEGIN IMMEDIATE")
                 return
             except sqlite3.OperationalError as exc:
                 if "locked" not in str(exc) and "busy" not in str(exc):
                     raise StoreError(f"{self.path}: cannot start a write: {exc}") from None
-                time.sleep(min(0.05 * 2**attempt, 1.0))
-        raise TraceLockedError(what, f"another process on {self.path}", time.monotonic() - waited)
+                if time.monotonic() >= self._local.deadline:
+                    break
+                time.sleep(min(0.05 * 2**attempt, 1.0, max(0.0, self._local.deadline - time.monotonic())))
+        raise DatabaseLockedError(str(self.path), self.busy_timeout, what or None)
+
+    def _wait_budget(self, conn: sqlite3.Connection) -> None:
+        """Let the next statement wait for a lock only as long as the write's deadline leaves."""
+        deadline = getattr(self._local, "deadline", None)
+        left = self.busy_timeout if deadline is None else deadline - time.monotonic()
+        conn.execute(f"PRAGMA busy_timeout = {max(1, int(left * 1000))}")
+
+    def _locked(self, exc: sqlite3.Error, what: str | None) -> StoreError:
+        if "locked" in str(exc) or "busy" in str(exc):
+            return DatabaseLockedError(str(self.path), self.busy_timeout, what or None)
+        return StoreError(f"{self.path}: {exc}")
 
     @contextmanager
     def _transaction(self, what: str) -> Iterator[None]:
@@ -111,32 +155,51 @@ class SQLiteTraceStore(SQLTraceStore):
         self._begin(conn, what)
         try:
             yield
+            self._wait_budget(conn)
+            conn.commit()
+        except sqlite3.OperationalError as exc:
+            conn.rollback()
+            raise self._locked(exc, what) from None
         except BaseException:
             conn.rollback()
             raise
-        conn.commit()
+        finally:
+            self._local.deadline = None
 
     def _acquire_writer(self, trace_id: str) -> int | None:
         conn = self._conn()
         self._begin(conn, trace_id)
         try:
+            self._wait_budget(conn)
             row = conn.execute("UPDATE traces SET generation = generation + 1 WHERE trace_id = ? RETURNING generation",
                                (trace_id,)).fetchone()
+        except sqlite3.OperationalError as exc:
+            conn.rollback()
+            self._local.deadline = None
+            raise self._locked(exc, trace_id) from None
         except BaseException:
             conn.rollback()
+            self._local.deadline = None
             raise
         return None if row is None else int(row[0]) - 1
 
     def _release_writer(self, trace_id: str, *, failed: bool) -> None:
         conn = self._conn()
+        self._local.deadline, deadline = None, getattr(self._local, "deadline", None)
         if not failed:
             try:
+                self._local.deadline = deadline
+                self._wait_budget(conn)
                 conn.commit()
                 return
             except sqlite3.Error as exc:
                 conn.rollback()
                 self._hot.pop(trace_id, None)
+                if "locked" in str(exc) or "busy" in str(exc):
+                    raise DatabaseLockedError(str(self.path), self.busy_timeout, trace_id) from None
                 raise StoreError(f"{self.path}: the write to trace {trace_id!r} did not commit: {exc}") from None
+            finally:
+                self._local.deadline = None
         conn.rollback()
         # The live state may hold what was just rolled back: the next write re-reads the database.
         self._hot.pop(trace_id, None)
@@ -145,10 +208,13 @@ class SQLiteTraceStore(SQLTraceStore):
         try:
             return self._conn().execute(sql, params).fetchall()
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path}: {exc}") from None
+            raise self._locked(exc, None) from None
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
-        self._conn().execute(sql, params)
+        conn = self._conn()
+        if getattr(self._local, "deadline", None) is not None:
+            self._wait_budget(conn)
+        conn.execute(sql, params)
 
     def _where(self, trace_id: str, table: str) -> str:
         return f"{self.path}#{table}/{trace_id}"

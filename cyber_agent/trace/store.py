@@ -391,6 +391,8 @@ class FileSystemTraceStore(BaseTraceStore):
             return json.loads(raw)
         except json.JSONDecodeError as exc:
             raise CorruptRecordError(path, f"invalid JSON ({exc.msg} at position {exc.pos})") from None
+        except UnicodeDecodeError as exc:  # e.g. a leading NUL byte: json.loads took the bytes for UTF-16
+            raise CorruptRecordError(path, f"not UTF-8 JSON ({exc.reason} at byte {exc.start})") from None
 
     def _record_metas(self) -> tuple[list[JSONRecord], list[DamagedEntry]]:
         metas = []

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import threading
 import time
-import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -49,7 +48,7 @@ from cyber_agent.trace.goal_models import Goal, GoalStats, GoalTree
 from cyber_agent.trace.models import Message, Trace, TraceMode, TraceStatus, utc_now
 from cyber_agent.trace.protocols import UsageChange
 from cyber_agent.trace.records import JSONRecord, TraceRecord, select_trees
-from cyber_agent.trace.store_listing import DamagedEntry, DamagedEntryWarning, TraceListing
+from cyber_agent.trace.store_listing import DamagedEntry, TraceListing, damaged_record, warn_damaged
 from cyber_agent.trace.store_rules import (
     _FINAL,
     _GOAL_FIELDS,
@@ -84,11 +83,7 @@ class _Hot:
 
 
 def _warn_damaged(entries: Sequence[DamagedEntry]) -> None:
-    """Warn about damaged entries a listing skipped; foreign files beside the traces (a recording,
-    notes) are only reported (`list_traces_report`), never warned about."""
-    damaged = [e for e in entries if e.kind != "foreign"]
-    if damaged:
-        warnings.warn(DamagedEntryWarning(damaged), stacklevel=3)
+    warn_damaged(entries, stacklevel=4)
 
 
 class BaseTraceStore(ABC):
@@ -445,9 +440,19 @@ class BaseTraceStore(ABC):
             validate_trace_id(root_id)
         with gc_paused():
             metas, damaged = self._record_metas()
-            _warn_damaged(damaged)
             selected = select_trees(metas, root_ids)
-            return [self._read_record(meta, messages=messages, events=events) for meta in selected]
+            records = []
+            for meta in selected:  # a trace whose records cannot be read is skipped and named, like the listing's
+                try:
+                    records.append(self._read_record(meta, messages=messages, events=events))
+                except (CorruptRecordError, ValueError, KeyError, TypeError) as exc:
+                    damaged.append(damaged_record(str(meta.get("trace_id")), self._record_location(meta), exc))
+            _warn_damaged(damaged)
+            return records
+
+    def _record_location(self, meta: JSONRecord) -> str:
+        """Where a trace's records live, for a damaged-entry report."""
+        return f"{self!r}/{meta.get('trace_id')}"
 
     async def import_records(self, records: Sequence[TraceRecord], *, skip_existing: bool = False) -> list[str]:
         """Write whole traces read from another store or an export (`read_records`), ids, sequences,

@@ -7,15 +7,19 @@ skipped. One damaged entry never hides the others: see docs/trace.md, "Damaged e
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import BaseModel
 
+from cyber_agent.errors import CorruptRecordError
 from cyber_agent.trace.models import Trace, TraceMode, TraceStatus
 from cyber_agent.trace.protocols import TraceReader
 
-__all__ = ["DamageKind", "DamagedEntry", "DamagedEntryWarning", "TraceListing", "list_traces_report"]
+__all__ = ["DamageKind", "DamagedEntry", "DamagedEntryWarning", "TraceListing", "damaged_record", "list_traces_report",
+           "warn_damaged"]
 
 DamageKind = Literal["corrupt", "symlink", "not_a_directory", "unreadable", "foreign"]
 """corrupt: meta.json cannot be parsed or names another trace; symlink: the entry is a link (never
@@ -45,6 +49,23 @@ class DamagedEntryWarning(UserWarning):
         more = f" and {len(entries) - 5} more" if len(entries) > 5 else ""
         super().__init__(f"skipped {len(entries)} damaged store entr{'y' if len(entries) == 1 else 'ies'}: "
                          f"{shown}{more}; see list_traces_report() for details")
+
+
+def damaged_record(trace_id: str, where: str, exc: Exception) -> DamagedEntry:
+    """The report of a trace a reader skipped because one of its records is damaged (issue 29)."""
+    if isinstance(exc, CorruptRecordError):
+        return DamagedEntry(name=trace_id, path=exc.location, kind="corrupt", detail=str(exc))
+    return DamagedEntry(name=trace_id, path=where, kind="corrupt",
+                        detail=f"corrupt record {where}: {type(exc).__name__}: {str(exc)[:300]}")
+
+
+def warn_damaged(entries: Sequence[DamagedEntry], *, stacklevel: int = 3) -> None:
+    """The one way every reader reports what it skipped: one `DamagedEntryWarning` naming each damaged
+    entry (the healthy traces still load). Foreign files beside the traces (a recording, notes) are
+    only reported (`list_traces_report`), never warned about."""
+    damaged = [e for e in entries if e.kind != "foreign"]
+    if damaged:
+        warnings.warn(DamagedEntryWarning(damaged), stacklevel=stacklevel)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -23,6 +23,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from cyber_agent.errors import ConfigurationError
 from cyber_agent.trace.memory_store import InMemoryTraceStore
+from cyber_agent.trace.postgres_url import redact_url
 from cyber_agent.trace.sqlite_store import SQLiteTraceStore
 from cyber_agent.trace.store import FileSystemTraceStore
 from cyber_agent.trace.store_base import BaseTraceStore
@@ -52,8 +53,10 @@ def _value(scheme: str, name: str, raw: str, url: str) -> bool | int | float:
         raise ConfigurationError("store URL", f"{url!r}: option {name}={raw!r} must be {kind.__name__}") from None
 
 
-def open_store(url: str | os.PathLike[str] | None = None) -> BaseTraceStore:
-    """Open the store a URL names (None: `CYBER_AGENT_STORE`, else `file:.trace`)."""
+def open_store(url: str | os.PathLike[str] | None = None, *, create: bool = True) -> BaseTraceStore:
+    """Open the store a URL names (None: `CYBER_AGENT_STORE`, else `file:.trace`).
+
+    `create=False` (read commands): a SQLite file that does not exist is refused, never created."""
     if url is None:
         url = os.environ.get(STORE_ENV) or DEFAULT_STORE_URL
     if isinstance(url, os.PathLike):
@@ -65,37 +68,41 @@ def open_store(url: str | os.PathLike[str] | None = None) -> BaseTraceStore:
     if not sep or len(scheme) == 1 or "/" in scheme or "\\" in scheme:  # a plain path (C:\\ on Windows too)
         path = Path(text)
         if path.suffix.lower() in _SQLITE_SUFFIXES:
-            return SQLiteTraceStore(path)
+            return SQLiteTraceStore(path, create=create)
         return FileSystemTraceStore(path)
     scheme = scheme.lower()
     if scheme in ("postgresql", "postgres"):
         return _open_postgres(text)
     if scheme not in _OPTIONS:
-        raise ConfigurationError("store URL", f"{text!r}: unknown scheme {scheme!r}; use one of {_EXAMPLES}")
-    parts = urlsplit(text)
+        raise ConfigurationError("store URL", f"{redact_url(text)!r}: unknown scheme {scheme!r}; use one of {_EXAMPLES}")
+    shown = redact_url(text)
+    try:
+        parts = urlsplit(text)
+    except ValueError as exc:
+        raise ConfigurationError("store URL", f"{shown!r} does not parse ({exc})") from None
     options = {}
     for name, raw in parse_qsl(parts.query, keep_blank_values=True):
         if name not in _OPTIONS[scheme]:
             known = ", ".join(sorted(_OPTIONS[scheme])) or "none"
-            raise ConfigurationError("store URL", f"{text!r}: unknown option {name!r} for {scheme}: stores (known: {known})")
-        options[name] = _value(scheme, name, raw, text)
+            raise ConfigurationError("store URL", f"{shown!r}: unknown option {name!r} for {scheme}: stores (known: {known})")
+        options[name] = _value(scheme, name, raw, shown)
     if scheme == "memory":
         if parts.path or parts.netloc:
-            raise ConfigurationError("store URL", f"{text!r}: memory: takes no path (write just 'memory:')")
+            raise ConfigurationError("store URL", f"{shown!r}: memory: takes no path (write just 'memory:')")
         return InMemoryTraceStore()
     if parts.netloc:
-        raise ConfigurationError("store URL", f"{text!r}: a host ({parts.netloc!r}) is not allowed for a local {scheme}: store; "
+        raise ConfigurationError("store URL", f"{shown!r}: a host ({redact_url('//' + parts.netloc)[2:]!r}) is not allowed for a local {scheme}: store; "
                           f"write {scheme}:///relative/path or {scheme}:////absolute/path")
     raw_path = unquote(parts.path)
     if scheme == "sqlite":
         # SQLAlchemy's convention: sqlite:///rel.db is relative, sqlite:////abs.db absolute.
         if not raw_path.startswith("/") or raw_path == "/":
-            raise ConfigurationError("store URL", f"{text!r}: name the database file, e.g. sqlite:///runs.db "
+            raise ConfigurationError("store URL", f"{shown!r}: name the database file, e.g. sqlite:///runs.db "
                               "(relative) or sqlite:////abs/path/runs.db")
         path = Path(raw_path[1:])
-        return SQLiteTraceStore(path, **options)  # type: ignore[arg-type]
+        return SQLiteTraceStore(path, create=create, **options)  # type: ignore[arg-type]
     if not raw_path:
-        raise ConfigurationError("store URL", f"{text!r}: name the folder, e.g. file:.trace")
+        raise ConfigurationError("store URL", f"{shown!r}: name the folder, e.g. file:.trace")
     return FileSystemTraceStore(Path(raw_path), **options)  # type: ignore[arg-type]
 
 
@@ -103,7 +110,7 @@ def _open_postgres(url: str) -> BaseTraceStore:
     try:
         from cyber_agent.trace.postgres_store import PostgresTraceStore
     except ImportError as exc:
-        raise ConfigurationError("store URL", f"{url!r} needs psycopg ({exc}); install it with "
+        raise ConfigurationError("store URL", f"{redact_url(url)!r} needs psycopg ({exc}); install it with "
                                               "pip install 'cyber-agent[postgres]'") from None
     return PostgresTraceStore(url)
 

@@ -273,6 +273,8 @@ async def test_only_reservations_of_children_never_created_are_rolled_back():
     usage = await usage_of(store, result.trace.trace_id)
     assert usage["agents"] == 2  # 2 reserved, the one never created rolled back
     assert usage["llm_calls"] == len(model.llm.requests)  # child a's and its validator's calls stay
+    # The quota counts created children only (issue 29): b never existed, so it holds no slot.
+    assert (await store.require_trace(result.trace.trace_id)).lineage.child_count == 1
 
 
 async def test_release_rolls_back_only_the_given_count_and_never_below_the_root():

@@ -31,6 +31,29 @@ async def append(url: str, trace_id: str, worker: str, count: str) -> None:
         say(id=message.message_id, content=message.content, at=time.time())
 
 
+async def append_held(url: str, trace_id: str, worker: str, count: str, hold: str, point: str, folder: str) -> None:
+    """Append like `append`, but stop inside write number `hold` at the fault point `point`
+    (`postgres_store.py:FAULT_POINTS`): print `{"held": point}` and wait until `folder/release` exists."""
+    from pathlib import Path
+
+    store = open_store(url)
+    release, state = Path(folder) / "release", {"index": -1, "held": False}
+
+    def hook(at: str) -> None:
+        if at == point and state["index"] == int(hold) and not state["held"]:
+            state["held"] = True
+            say(held=point, index=state["index"])
+            while not release.exists():  # the test crashes the server meanwhile, then creates the file
+                time.sleep(0.01)
+
+    store.fault_hook = hook  # type: ignore[attr-defined]
+    for i in range(int(count)):
+        state["index"] = i
+        message = Message.create(trace_id=trace_id, role="user", content=f"{worker}:{i}", prompt_tokens=1)
+        await store.add_message(message)
+        say(id=message.message_id, content=message.content, at=time.time())
+
+
 async def budget(url: str, root_id: str, worker: str, rounds: str) -> None:
     """Race for agents, calls and tokens of one root's budget; report every grant."""
     store = open_store(url)
@@ -86,4 +109,4 @@ async def busy_tree(url: str) -> None:
 
 if __name__ == "__main__":
     kind, *args = sys.argv[1:]
-    asyncio.run({"append": append, "budget": budget, "busy_tree": busy_tree}[kind](*args))
+    asyncio.run({"append": append, "append_held": append_held, "budget": budget, "busy_tree": busy_tree}[kind](*args))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 from typing import Any
 
@@ -48,6 +49,10 @@ def test_a_batch_waits_and_only_a_complete_legal_decision_resumes_it(server: Ser
     assert client.post(url, json=twice).status_code == 422
     assert client.post(f"/api/traces/{trace_id}/tool-approvals/nosuchbatch", json=approve_all(batch)).status_code == 404
     assert client.post(url, json={"decisions": [{"call_id": "x", "decision": "maybe"}]}).status_code == 422
+    misnamed = approve_all(batch)  # `edits` is not a field (it is `arguments`): refused, never approved unedited
+    misnamed["decisions"][0]["edits"] = {"target": "elsewhere"}
+    refused = client.post(url, json=misnamed)
+    assert refused.status_code == 422 and "edits" in json.dumps(refused.json()), refused.text
 
     decided = client.post(url, json=approve_all(batch, deploy={"target": f"staging-{tag}"}))
     assert decided.status_code == 200, decided.text

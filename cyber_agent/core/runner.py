@@ -32,11 +32,13 @@ from cyber_agent.core.turn import AwaitApproval, Continue, Finish, TurnOutcome, 
 from cyber_agent.core.turn_tools import resume_batch, run_post_turn_hooks
 from cyber_agent.errors import RunError
 from cyber_agent.llm.call_site import at_site
+from cyber_agent.llm.cassette import ExchangeRecorder
 from cyber_agent.llm.dialects import DialectLLM
 from cyber_agent.llm.types import LLMCall
 from cyber_agent.tools.registry import ToolRegistry
 from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.protocols import TraceStore
+from cyber_agent.trace.exchange_log import ExchangeLog
 
 __all__ = ["AgentRunner", "RunEvent", "RunResult", "default_registry"]
 
@@ -297,6 +299,8 @@ class AgentRunner:
     ) -> AsyncIterator[RunEvent]:
         """Take turns until one does not continue, then end the run in one place (`core/turn.py:end_run`)."""
         provider = self._providers.get(id(llm))
+        if config.record_exchanges and isinstance(services.store, ExchangeLog):  # kept with the trace (fork.py)
+            llm = ExchangeRecorder(llm, services.store.append_exchange, state.trace.trace_id)
         # Every call of this run is marked with its trace: a recording is keyed by position in the tree.
         llm = at_site(llm, state.trace.trace_id)
         state.harness = RunHarness(llm=llm, model=model, config=config, budget=state.budget)

@@ -45,6 +45,7 @@ from cyber_agent.trace.events import (
     message_added_payload,
 )
 from cyber_agent.trace.event_payloads import check_payload
+from cyber_agent.trace.exchange_log import decode_exchange
 from cyber_agent.trace.goal_models import Goal, GoalStats, GoalTree
 from cyber_agent.trace.models import Message, Trace, TraceMode, TraceStatus, utc_now
 from cyber_agent.trace.protocols import UsageChange
@@ -137,6 +138,10 @@ class BaseTraceStore(ABC):
     def _write_side_record(self, trace_id: str, name: str, data: str) -> None: ...
     @abstractmethod
     def _all_traces(self) -> list[Trace]: ...
+    @abstractmethod
+    def _append_exchange_line(self, trace_id: str, line: str) -> int: ...
+    @abstractmethod
+    def _read_exchange_lines(self, trace_id: str) -> list[str]: ...
 
     # Bulk reads (`read_records`): JSON-mode records; a store overrides these to skip pydantic.
     def _list_entries(self) -> tuple[list[Trace], list[DamagedEntry]]:
@@ -566,6 +571,21 @@ class BaseTraceStore(ABC):
         with self._writing_side(trace_id):
             self._require_exists(trace_id)
             self._write_side_record(trace_id, name, text)
+
+    # ---- recorded model exchanges (cyber_agent/trace/exchange_log.py) --------------------------
+    async def append_exchange(self, trace_id: str, record: Mapping[str, Any]) -> int:
+        """Append one model exchange of the trace's run; return its index (dense from 0 per trace)."""
+        validate_trace_id(trace_id)
+        text = encode_json(dict(record), "exchange")
+        with self._writing_side(trace_id):
+            self._require_exists(trace_id)
+            return self._append_exchange_line(trace_id, text)
+
+    async def get_exchanges(self, trace_id: str) -> list[dict[str, Any]]:
+        """The trace's recorded exchanges in the order they were appended ([] for none)."""
+        validate_trace_id(trace_id)
+        self._require_exists(trace_id)
+        return [decode_exchange(line, trace_id, number) for number, line in enumerate(self._read_exchange_lines(trace_id))]
 
     # ---- goals --------------------------------------------------------------------------
     async def get_goal_tree(self, trace_id: str) -> GoalTree | None:

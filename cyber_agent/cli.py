@@ -1,5 +1,5 @@
 """The `cyber-agent` command line: run, show, demo, serve, extractions, export-otel, the store
-commands (copy, export, import, stop: `cyber_agent/cli_store.py`) and sweep (`cyber_agent/cli_sweep.py`)."""
+commands (copy, export, import, stop: `cyber_agent/cli_store.py`), sweep (`cyber_agent/cli_sweep.py`) and fork (`cyber_agent/cli_fork.py`)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 
 from cyber_agent.cli_store import STORE_COMMANDS, add_store_commands, store_command
 from cyber_agent.cli_sweep import add_sweep_command, sweep_command
+from cyber_agent.cli_fork import add_fork_command, fork_command
 from cyber_agent.errors import CyberAgentError
 
 __all__ = ["main"]
@@ -201,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     _add_server_commands(sub)
     add_store_commands(sub)
     add_sweep_command(sub)
+    add_fork_command(sub)
     args = parser.parse_args(argv)
     try:
         if args.command in ("serve", "extractions", "export-otel"):
@@ -209,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(store_command(args))
         if args.command == "sweep":
             return asyncio.run(sweep_command(args))
+        if args.command == "fork":
+            return asyncio.run(fork_command(args))
         if args.command == "run":
             anchor = None
             if args.mode == "recursive":

@@ -257,3 +257,22 @@ async def test_recording_can_be_turned_off_and_a_bad_fork_point_is_named() -> No
         await fork(store, root, change=MessageChange(content="x"))
     with pytest.raises(ConfigurationError, match="legacy child .*Brief\\(task="):
         await fork(store, root, at=await _position(store, root, "root/explore-001"), change=Brief(fields={"x": 1}))
+
+
+def test_the_fork_command_replays_then_forks_a_stored_tree(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import asyncio
+
+    from cyber_agent.cli import main
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    root, calls = asyncio.run(_record(SQLiteTraceStore(tmp_path / "runs.db"), _config("legacy")))
+    assert main(["--store", url, "fork", root]) == 0
+    out = capsys.readouterr().out
+    assert f"{calls} model calls replayed, 0 live" in out and "root/explore-004" in out
+    child = asyncio.run(_position(SQLiteTraceStore(tmp_path / "runs.db"), root, "root/explore-001"))
+    assert main(["--store", url, "fork", root, "--at", child, "--task", "Compute the revenue (units × unit_price) of "
+                 "region East in data/sales.csv, twice."]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert any(line.split()[:2] == ["root/explore-001", "live"] for line in lines), lines
+    assert main(["--store", url, "fork", root, "--at", child, "--brief", "[1]"]) == 2
+    assert "--brief: must be a JSON object" in capsys.readouterr().err

@@ -88,6 +88,7 @@ class AgentRunner:
         self._explicit_archetypes = archetypes is not None
         self._hook_tasks: set[asyncio.Task[None]] = set()
         self._held: dict[str, list[str]] = {}
+        self._unrecorded: set[str] = set()  # roots run with record_exchanges=False
 
     @property
     def archetypes(self) -> ArchetypeRegistry:
@@ -299,8 +300,10 @@ class AgentRunner:
     ) -> AsyncIterator[RunEvent]:
         """Take turns until one does not continue, then end the run in one place (`core/turn.py:end_run`)."""
         provider = self._providers.get(id(llm))
-        if config.record_exchanges and isinstance(services.store, ExchangeLog):  # kept with the trace (fork.py)
-            llm = ExchangeRecorder(llm, services.store.append_exchange, state.trace.trace_id)
+        if not config.record_exchanges:  # off for a root: off for every run of its tree in this runner
+            self._unrecorded.add(state.trace.root_id)
+        elif state.trace.root_id not in self._unrecorded and isinstance(services.store, ExchangeLog):
+            llm = ExchangeRecorder(llm, services.store.append_exchange, state.trace.trace_id)  # kept with the trace
         # Every call of this run is marked with its trace: a recording is keyed by position in the tree.
         llm = at_site(llm, state.trace.trace_id)
         state.harness = RunHarness(llm=llm, model=model, config=config, budget=state.budget)

@@ -251,8 +251,10 @@ async def test_side_effect_tools_of_replayed_turns_are_not_run_again_unless_aske
 
 async def test_recording_can_be_turned_off_and_a_bad_fork_point_is_named() -> None:
     store = InMemoryTraceStore()
-    root, _ = await _record(store, _config("legacy", record_exchanges=False))
-    assert set((await _calls_by_site(store, root)).values()) == {0}
+    unrecorded, _ = await _record(store, _config("recursive", record_exchanges=False))
+    calls = await _calls_by_site(store, unrecorded)
+    assert len(calls) > 3 and set(calls.values()) == {0}  # children and validators follow their root
+    root, _ = await _record(store, _config("legacy"))
     with pytest.raises(ConfigurationError, match="give both at= and change="):
         await fork(store, root, change=MessageChange(content="x"))
     with pytest.raises(ConfigurationError, match="legacy child .*Brief\\(task="):

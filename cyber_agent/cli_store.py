@@ -45,7 +45,7 @@ async def store_command(args: argparse.Namespace) -> int:
     store = open_store(args.store)
     if args.command == "copy":
         destination = open_store(args.to)
-        records = await store.read_records(args.root_ids or None)
+        records = await store.read_records(args.root_ids or None, exchanges=True)
         written = await destination.import_records(records, skip_existing=args.skip_existing)
         print(f"copied {len(written)} of {len(records)} traces from {store!r} to {destination!r}")
         return 0

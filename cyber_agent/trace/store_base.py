@@ -18,6 +18,7 @@ The pure helpers and the updatable-field sets live in `store_rules.py`.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import warnings
@@ -441,9 +442,11 @@ class BaseTraceStore(ABC):
         return TraceListing(traces=out, errors=damaged)
 
     async def read_records(
-        self, root_ids: Sequence[str] | None = None, *, messages: bool = True, events: bool = True
+        self, root_ids: Sequence[str] | None = None, *, messages: bool = True, events: bool = True,
+        exchanges: bool = False,
     ) -> list[TraceRecord]:
-        """Every trace of the trees under `root_ids` (all traces when None) as JSON records, parents first."""
+        """Every trace of the trees under `root_ids` (all traces when None) as JSON records, parents first
+        (with `exchanges`, each with its recorded model exchanges: what a copy needs to fork there)."""
         if isinstance(root_ids, str):
             raise InvalidUpdateError(f"root_ids must be a sequence of trace ids, got the string {root_ids!r}")
         for root_id in root_ids or ():
@@ -452,7 +455,11 @@ class BaseTraceStore(ABC):
             metas, damaged = self._record_metas()
             _warn_damaged(damaged)
             selected = select_trees(metas, root_ids)
-            return [self._read_record(meta, messages=messages, events=events) for meta in selected]
+            records = [self._read_record(meta, messages=messages, events=events) for meta in selected]
+        if exchanges:
+            records = [dataclasses.replace(r, exchanges=[decode_exchange(line, r.trace_id, i) for i, line in
+                                                         enumerate(self._read_exchange_lines(r.trace_id))]) for r in records]
+        return records
 
     async def import_records(self, records: Sequence[TraceRecord], *, skip_existing: bool = False) -> list[str]:
         """Write whole traces read from another store or an export (`read_records`), ids, sequences,
@@ -482,6 +489,8 @@ class BaseTraceStore(ABC):
                     for name, value in (("resource_usage", record.resource_usage), ("tool_approvals", record.tool_approvals)):
                         if value is not None:
                             self._write_side_record(trace_id, name, encode_json(value, name))
+                    for exchange in record.exchanges:
+                        self._append_exchange_line(trace_id, encode_json(exchange, "exchange"))
             written.append(trace_id)
         return written
 

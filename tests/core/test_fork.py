@@ -278,3 +278,43 @@ def test_the_fork_command_replays_then_forks_a_stored_tree(tmp_path: Path, capsy
     assert any(line.split()[:2] == ["root/explore-001", "live"] for line in lines), lines
     assert main(["--store", url, "fork", root, "--at", child, "--brief", "[1]"]) == 2
     assert "--brief: must be a JSON object" in capsys.readouterr().err
+
+
+async def test_an_exact_replay_includes_tool_result_summaries() -> None:
+    from cyber_agent.llm import FunctionModel
+
+    store = InMemoryTraceStore()
+    registry = default_registry()
+    registry.register(lambda: "row " * 600, name="dump", description="Dump the table.")
+    calls = {"summary": 0}
+
+    def reply(messages: list[dict[str, Any]], tools: Any) -> Any:
+        if not tools:  # the payload summarizer asks without tools
+            calls["summary"] += 1
+            return "a table of 600 rows"
+        if not any(m.get("role") == "tool" for m in messages):
+            return ScriptedModel.tool_call("dump", {}, call_id="c1")
+        return "done"
+
+    result = await AgentRunner(trace_store=store, llm_call=FunctionModel(reply), tool_registry=registry).run_result(
+        [{"role": "user", "content": "dump it"}], RunConfig(model="fn", agent_mode="legacy", tool_result_max_bytes=500))
+    assert result.trace.status == "completed" and calls["summary"] == 1
+    again = await replay(store, result.trace.trace_id, tool_registry=registry)
+    assert (again.live, again.replayed, again.trace.status) == (0, 3, "completed")
+    tool = next(m for m in await store.get_trace_messages(again.trace.trace_id) if m.role == "tool")
+    assert "a table of 600 rows" in tool.text
+    original, rebuilt = await tree_frames(store, result.trace.trace_id), await tree_frames(store, again.trace.trace_id)
+    assert _without_lineage(rebuilt) == original
+
+
+def test_a_tree_copied_to_another_store_replays_there(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import asyncio
+
+    from cyber_agent.cli import main
+    from cyber_agent.trace import FileSystemTraceStore
+
+    root, calls = asyncio.run(_record(FileSystemTraceStore(tmp_path / "files"), _config("recursive")))
+    assert main(["--store", f"file:{tmp_path / 'files'}", "copy", "--to", f"sqlite:///{tmp_path / 'copy.db'}", root]) == 0
+    copied = SQLiteTraceStore(tmp_path / "copy.db")
+    result = asyncio.run(replay(copied, root))
+    assert (result.live, result.replayed, result.trace.status) == (0, calls, "completed")

@@ -22,6 +22,7 @@ NOT_REEXPORTED = {
     "pricing": {"with_cost"},
     "provider_errors": {"Origin", "exhausted_text", "status_hint", "transport_text"},
     "call_site": {"at_site", "current_position", "current_site", "id_mapping", "normalise_ids", "rename_ids", "tree_position"},
+    "cassette": {"CassetteLLM", "ExchangeRecorder", "RECORD_VERSION", "RecordedExchange", "expand_records", "request_key"},
     "settings": {"DEFAULT_CONNECT_TIMEOUT", "DEFAULT_READ_TIMEOUT", "DEFAULT_RETRIES", "DIALECT_ENV", "ENV_VARS"},
     "pytest_plugin": {"ScriptedModelFactory", "scripted_model"},
     "demo_recursive": {"FIRST_READ_LINES", "RECURSIVE_HELP", "recursive_step"},

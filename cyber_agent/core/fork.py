@@ -293,6 +293,9 @@ async def fork(
     if (change is None) != (point is None):
         raise ConfigurationError("at", "give both at= and change=, or neither (an exact replay)")
     exchanges = await recorded_exchanges(store, trace_id)
+    if not exchanges:
+        raise ConfigurationError("trace_id", f"the tree of {trace_id!r} recorded no model exchanges (it ran with "
+                                             "record_exchanges=False, or before recording existed): nothing to replay")
     task, config = await _root_inputs(store, root)
     overrides: dict[tuple[str, int], LLMResponse] = {}
     results: dict[tuple[str, str], str] = {}
@@ -331,8 +334,12 @@ async def fork(
         if live is None:
             from cyber_agent.llm.resolve import resolve_llm
 
-            resolved = resolve_llm(model or config.model, settings=config.provider)
-            live, live_model = resolved.llm_call, resolved.model
+            try:
+                resolved = resolve_llm(model or config.model, settings=config.provider)
+            except ConfigurationError as exc:  # only a call that goes live needs the model
+                live = _Unresolved(model or config.model, exc)
+            else:
+                live, live_model = resolved.llm_call, resolved.model
     cassette = CassetteLLM(exchanges, live, live_model=live_model, overrides=overrides, models=models,
                            site_live=site_live, source=f"the recording of {trace_id}")
     origin = _origin(root, point, change)
@@ -344,6 +351,19 @@ async def fork(
     log = cassette.log
     return ForkResult(trace=result.trace, answer=result.answer, origin=origin, replayed=sum(log.replayed.values()),
                       live=sum(log.live.values()), live_by_site=dict(log.live), replayed_by_site=dict(log.replayed))
+
+
+class _Unresolved:
+    """The live model of a fork whose spec does not resolve (an injected model's name): fails the first live call."""
+
+    def __init__(self, spec: str, error: ConfigurationError) -> None:
+        self.spec, self.error = spec, error
+
+    async def __call__(self, messages: list[dict[str, Any]], model: str, tools: list[dict[str, Any]] | None = None,
+                       temperature: float | None = None, *, on_delta: Any = None) -> LLMResponse:
+        """Raise: the request differs from the recording and no live model can answer it."""
+        raise ConfigurationError("model", f"a request differs from the recording and the original model {self.spec!r} "
+                                          f"cannot be resolved ({self.error}); pass llm= or model= to fork")
 
 
 def _origin(root: Trace, point: At | None, change: Change | None) -> ForkOrigin:

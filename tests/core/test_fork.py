@@ -26,6 +26,7 @@ from cyber_agent.trace import InMemoryTraceStore
 from cyber_agent.trace.sqlite_store import SQLiteTraceStore
 from cyber_agent.trace.store_base import BaseTraceStore
 from tests.llm.test_replay_trees import tree_frames, unordered
+from tests.trace.conftest import STORE_FACTORIES
 
 REPO = Path(__file__).resolve().parents[2]
 TASK = [{"role": "user", "content": DEMO_TASK}]
@@ -100,13 +101,6 @@ async def test_an_exact_replay_makes_no_call_and_rebuilds_an_equal_tree(mode: st
         assert unordered(_without_lineage(again)) == unordered(original)
     origin = fork_origin(result.trace)
     assert origin is not None and origin.trace_id == root and origin.change is None and origin.generation == 1
-
-
-async def test_an_exact_replay_from_a_sqlite_store_after_reopening(tmp_path: Path) -> None:
-    root, calls = await _record(SQLiteTraceStore(tmp_path / "runs.db"), _config("recursive"))
-    reopened = SQLiteTraceStore(tmp_path / "runs.db")
-    result = await replay(reopened, root)
-    assert (result.live, result.replayed, result.trace.status) == (0, calls, "completed")
 
 
 # ---- forks: only what diverges calls a model -------------------------------------------------
@@ -247,6 +241,11 @@ async def test_side_effect_tools_of_replayed_turns_are_not_run_again_unless_aske
     assert tool.text == "launched probe (#1)"  # the recorded result
     rerun = await fork(store, result.trace.trace_id, exact=True, rerun_side_effects=True, tool_registry=registry)
     assert runs == ["probe", "probe"] and rerun.trace.status == "failed"  # a new result: the next request differs
+    launched = next(m for m in await store.get_trace_messages(result.trace.trace_id) if m.role == "tool")
+    changed = await fork(store, result.trace.trace_id, at=(result.trace.trace_id, launched.sequence),
+                         change=ToolResultChange(content="refused"), tool_registry=registry)
+    assert changed.trace.status == "failed" and "original model 'scripted' cannot be resolved" in \
+        (changed.trace.error_message or "")  # the reply to the new result would need a live model
 
 
 async def test_recording_can_be_turned_off_and_a_bad_fork_point_is_named() -> None:
@@ -254,6 +253,8 @@ async def test_recording_can_be_turned_off_and_a_bad_fork_point_is_named() -> No
     unrecorded, _ = await _record(store, _config("recursive", record_exchanges=False))
     calls = await _calls_by_site(store, unrecorded)
     assert len(calls) > 3 and set(calls.values()) == {0}  # children and validators follow their root
+    with pytest.raises(ConfigurationError, match="recorded no model exchanges"):
+        await replay(store, unrecorded)
     root, _ = await _record(store, _config("legacy"))
     with pytest.raises(ConfigurationError, match="give both at= and change="):
         await fork(store, root, change=MessageChange(content="x"))
@@ -317,4 +318,12 @@ def test_a_tree_copied_to_another_store_replays_there(tmp_path: Path, capsys: py
     assert main(["--store", f"file:{tmp_path / 'files'}", "copy", "--to", f"sqlite:///{tmp_path / 'copy.db'}", root]) == 0
     copied = SQLiteTraceStore(tmp_path / "copy.db")
     result = asyncio.run(replay(copied, root))
+    assert (result.live, result.replayed, result.trace.status) == (0, calls, "completed")
+
+
+@pytest.mark.parametrize("kind", sorted(STORE_FACTORIES))
+async def test_every_store_records_a_tree_that_replays_exactly(kind: str, tmp_path: Path) -> None:
+    open_store = STORE_FACTORIES[kind](tmp_path / "traces")
+    root, calls = await _record(open_store(), _config("legacy"))
+    result = await replay(open_store(), root)  # a fresh instance where the store can be reopened
     assert (result.live, result.replayed, result.trace.status) == (0, calls, "completed")

@@ -14,10 +14,12 @@ from __future__ import annotations
 import argparse
 import json
 
-__all__ = ["add_fork_command", "fork_command"]
+from cyber_agent.cli._options import Subparsers, add_store_option, set_async_handler
+
+__all__ = ["add_fork", "fork_command"]
 
 
-def add_fork_command(sub: argparse._SubParsersAction) -> None:
+def add_fork(sub: Subparsers) -> None:
     """Add `fork` to the command line."""
     fork = sub.add_parser("fork", help="replay a stored tree from its recording, or fork it with one change")
     fork.add_argument("trace_id", help="the root of the tree to fork")
@@ -30,6 +32,8 @@ def add_fork_command(sub: argparse._SubParsersAction) -> None:
     change.add_argument("--tool-result", default=None, help="the new result of the tool message at --at")
     fork.add_argument("--live-model", default=None, help="model spec for calls that go live (default: the original's)")
     fork.add_argument("--rerun-side-effects", action="store_true", help="run side-effect tools of replayed turns again")
+    add_store_option(fork)
+    set_async_handler(fork, fork_command)
 
 
 def _point(text: str | None) -> str | tuple[str, int] | None:

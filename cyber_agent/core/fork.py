@@ -346,11 +346,24 @@ async def fork(
     base = tool_registry if tool_registry is not None else default_registry()
     runner = AgentRunner(trace_store=store, llm_call=cassette,
                          tool_registry=_ForkTools(base, cassette, results, rerun_side_effects))
+    provider = _provider_of(config)
+    if provider is not None:  # an `auto` dialect picks what it picked for the original's provider, not "injected"
+        runner._providers[id(cassette)] = provider
     config = config.model_copy(update={"context": {**root.context, FORKED_FROM: origin.model_dump(mode="json")}})
     result = await runner.run_result(task, config)
     log = cassette.log
     return ForkResult(trace=result.trace, answer=result.answer, origin=origin, replayed=sum(log.replayed.values()),
                       live=sum(log.live.values()), live_by_site=dict(log.live), replayed_by_site=dict(log.replayed))
+
+
+def _provider_of(config: RunConfig) -> str | None:
+    """The provider the original's model spec resolves to (None when it does not: an injected model)."""
+    from cyber_agent.llm.resolve import resolve_llm
+
+    try:
+        return resolve_llm(config.model, settings=config.provider).provider
+    except ConfigurationError:
+        return None
 
 
 class _Unresolved:

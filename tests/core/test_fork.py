@@ -327,3 +327,12 @@ async def test_every_store_records_a_tree_that_replays_exactly(kind: str, tmp_pa
     root, calls = await _record(open_store(), _config("legacy"))
     result = await replay(open_store(), root)  # a fresh instance where the store can be reopened
     assert (result.live, result.replayed, result.trace.status) == (0, calls, "completed")
+
+
+def test_the_fork_keeps_the_provider_an_auto_dialect_was_chosen_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cyber_agent.core.fork import _provider_of
+
+    assert _provider_of(RunConfig(model="demo")) == "demo"
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # resolving builds a client; nothing is sent
+    assert _provider_of(RunConfig(model="openai:qwen2.5:7b")) == "openai"
+    assert _provider_of(RunConfig(model="scripted")) is None  # an injected model: "native unless set", as it ran

@@ -5,13 +5,15 @@ off): each completed call becomes one record in the store, beside the trace that
 (`cyber_agent/trace/exchange_log.py`)::
 
     {"v": 1, "site": "root/delegate-001", "key": "<sha256>", "model": "...", "temperature": null,
-     "base": 3, "messages": [<the messages added since exchange 3>], "tools": null, "response": {...}}
+     "base": 3, "keep": 7, "messages": [<the messages after the first 7 of exchange 3's>], "tools": null,
+     "response": {...}}
 
 `key` is the SHA-256 of the canonical request (`replay.canonical_request`: messages, model,
 tools) with its ids normalised (`call_site.normalise_ids`), so the same request in another run of
-the tree has the same key. A request usually extends the trace's previous one, so only the
-messages it adds are stored (`base` names the exchange it extends; `tools: null` means the
-previous tools): a trace's recording grows with its conversation, not with its square.
+the tree has the same key. A request usually extends the trace's previous one, so only what
+follows the messages they share is stored (`base` names that exchange, `keep` how many of its
+messages lead this request; `tools: null` means the previous tools): a trace's recording grows
+with its conversation, not with its square, even when a compaction rewrites the history's tail.
 `expand_records` rebuilds the full requests.
 
 `CassetteLLM` answers from recorded exchanges by (tree position, key): a request is served only
@@ -59,7 +61,10 @@ class ExchangeRecorder:
         self.sink = sink
         self.trace_id = trace_id
         self.site = tree_position(trace_id)
-        self._last: tuple[int, dict[str, Any]] | None = None  # (index, request) of the last record
+        # The last record of each conversation (by its first message: a helper call such as a
+        # summary is another conversation) and where each tool list was first stored.
+        self._last: dict[str, tuple[int, dict[str, Any]]] = {}
+        self._tools_at: dict[str, int] = {}
         self._lock = asyncio.Lock()
 
     async def __call__(
@@ -81,24 +86,45 @@ class ExchangeRecorder:
             except Exception as exc:  # noqa: BLE001 - a recording never fails the run it records
                 warnings.warn(f"exchange of {self.trace_id} not recorded: {type(exc).__name__}: {exc}",
                               RuntimeWarning, stacklevel=2)
-                self._last = None
+                self._last.clear()  # indexes are unknown now: the next record stands alone
+                self._tools_at.clear()
             else:
-                self._last = (index, request)
+                self._last[_conversation(request)] = (index, request)
+                if isinstance(record["tools"], list):
+                    self._tools_at.setdefault(_dump(request["tools"]), index)
         return response
 
     def _record(self, request: dict[str, Any], temperature: float | None, response: LLMResponse) -> dict[str, Any]:
         record: dict[str, Any] = {"v": RECORD_VERSION, "site": self.site, "key": request_key(request),
                                   "model": request["model"], "temperature": temperature, "base": None,
                                   "messages": request["messages"], "tools": request["tools"]}
-        if self._last is not None:
-            base, previous = self._last
+        last = self._last.get(_conversation(request))
+        if last is not None:
+            base, previous = last
             old, new = previous["messages"], request["messages"]
-            if len(new) >= len(old) and new[: len(old)] == old:
-                record.update(base=base, messages=new[len(old):])
+            keep = 0
+            while keep < min(len(old), len(new)) and old[keep] == new[keep]:
+                keep += 1
+            if keep:  # the messages shared with the conversation's last request are named, not stored again
+                record.update(base=base, keep=keep, messages=new[keep:])
                 if previous["tools"] == request["tools"]:
                     record["tools"] = None
+        if isinstance(record["tools"], list) and record["tools"]:
+            stored = self._tools_at.get(_dump(request["tools"]))
+            if stored is not None:
+                record["tools"] = {"ref": stored}
         record["response"] = response.model_dump(mode="json")
         return record
+
+
+def _dump(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def _conversation(request: Mapping[str, Any]) -> str:
+    """What tells a trace's conversations apart: the first message (a system prompt)."""
+    messages = request["messages"]
+    return _dump(messages[0]) if messages else ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,13 +156,17 @@ def expand_records(trace_id: str, records: Sequence[Mapping[str, Any]]) -> list[
     for index, record in enumerate(records):
         try:
             base = record["base"]
+            tools = record["tools"]
             if base is None:
-                messages, tools = list(record["messages"]), record["tools"] or []
+                messages = list(record["messages"])
             else:
                 previous = out[int(base)].request
-                messages = previous["messages"] + list(record["messages"])
-                tools = previous["tools"] if record["tools"] is None else record["tools"]
-            request = {"messages": messages, "model": record["model"], "tools": tools}
+                keep = int(record.get("keep", len(previous["messages"])))
+                messages = previous["messages"][:keep] + list(record["messages"])
+                tools = previous["tools"] if tools is None else tools
+            if isinstance(tools, dict):  # {"ref": i}: the tools stored with exchange i of this trace
+                tools = out[int(tools["ref"])].request["tools"]
+            request = {"messages": messages, "model": record["model"], "tools": tools or []}
             out.append(RecordedExchange(
                 trace_id=trace_id, index=index, site=str(record["site"]), key=str(record["key"]), request=request,
                 temperature=record.get("temperature"), response=LLMResponse.model_validate(record["response"]),

@@ -13,6 +13,7 @@
     _otel.py      export-otel
     _store.py     copy, export, import, stop
     _sweep.py     sweep
+    _fork.py      fork
 
 A new command is one function `add_NAME(sub)` that adds its parser and sets its handler
 (`cyber_agent/cli/_options.py:set_handler`), listed once in `cyber_agent/cli/_main.py:COMMANDS`.

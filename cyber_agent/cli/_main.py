@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Callable
 
+from cyber_agent.cli._fork import add_fork
 from cyber_agent.cli._list import add_list
 from cyber_agent.cli._options import Subparsers
 from cyber_agent.cli._otel import add_export_otel
@@ -35,6 +36,7 @@ COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     add_stop,
     add_sweep,
     add_schema,
+    add_fork,
 )
 """One registration per command, in `--help` order: each adds its parser and sets its handler."""
 

@@ -67,7 +67,7 @@ async def copy_command(args: argparse.Namespace) -> int:
     from cyber_agent.trace import open_store
 
     store, destination = open_store(args.store, create=False), open_store(args.to)  # a read never creates a database
-    records = await store.read_records(args.root_ids or None)
+    records = await store.read_records(args.root_ids or None, exchanges=True)  # so the copy can be forked
     written = await destination.import_records(records, skip_existing=args.skip_existing)
     print(f"copied {len(written)} of {len(records)} traces from {store!r} to {destination!r}")
     return 0

@@ -22,7 +22,7 @@ ToolDialectName = Literal["auto", "native", "xml", "pformat"]
 
 # Identity and per-call fields: not part of the behaviour snapshot (T7).
 _NOT_BEHAVIOUR = {"trace_id", "after_sequence", "new_trace_id", "context", "root_task_anchor", "side_branch",
-                  "parent_trace_id", "parent_goal_id", "agent_mode"}
+                  "parent_trace_id", "parent_goal_id", "agent_mode", "record_exchanges"}
 
 
 def config_hash(data: dict[str, Any]) -> str:
@@ -76,6 +76,9 @@ class RunConfig(BaseModel):
     tool_dialect: ToolDialectName = "auto"
     """How tool calls travel (H3): auto picks per provider and model; an injected llm_call is native unless set.
     Unset, `CYBER_AGENT_DIALECT` decides when the run starts."""
+    record_exchanges: bool = True
+    """Keep each model exchange (request key and response) with the trace in the store, so the tree can be
+    replayed or forked later (`cyber_agent/core/fork.py`); False records nothing. Not part of the snapshot."""
     provider: ProviderSettings = Field(default_factory=ProviderSettings)
     """Timeouts, retries, streaming, output cap, headers and prices of the model calls; fields left unset
     come from `CYBER_AGENT_*` variables when the run starts (`with_environment`) and the snapshot records them all."""
@@ -143,7 +146,7 @@ class RunConfig(BaseModel):
 
     def restored(self, snapshot: RunConfigSnapshot) -> RunConfig:
         """This call's ids and rewind point on top of the persisted behaviour snapshot (overrides ignored)."""
-        keep = {k: getattr(self, k) for k in ("trace_id", "after_sequence", "side_branch")}
+        keep = {k: getattr(self, k) for k in ("trace_id", "after_sequence", "side_branch", "record_exchanges")}
         return RunConfig(**snapshot.config, **keep)
 
     def behaviour_snapshot(self) -> RunConfigSnapshot:

@@ -35,12 +35,14 @@ from cyber_agent.core.turn import AwaitApproval, Continue, Finish, TurnOutcome, 
 from cyber_agent.core.turn_tools import resume_batch, run_post_turn_hooks
 from cyber_agent.errors import RunError
 from cyber_agent.llm.call_site import at_site
+from cyber_agent.llm.cassette import ExchangeRecorder
 from cyber_agent.llm.dialects import DialectLLM
 from cyber_agent.llm.types import LLMCall
 from cyber_agent.tools.registry import ToolRegistry
 from cyber_agent.tools.shell_policy import shell_policy_view
 from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.protocols import TraceStore
+from cyber_agent.trace.exchange_log import ExchangeLog
 
 __all__ = ["HOOK_SETTLE_TIMEOUT", "AgentRunner", "RunEvent", "RunResult", "default_registry"]
 
@@ -94,6 +96,7 @@ class AgentRunner:
         self._hook_tasks: set[asyncio.Task[None]] = set()
         self._settle_tasks: set[asyncio.Task[None]] = set()
         self._held: dict[str, list[str]] = {}
+        self._unrecorded: set[str] = set()  # roots run with record_exchanges=False
 
     @property
     def archetypes(self) -> ArchetypeRegistry:
@@ -347,6 +350,10 @@ class AgentRunner:
     ) -> AsyncIterator[RunEvent]:
         """Take turns until one does not continue, then end the run in one place (`core/turn.py:end_run`)."""
         provider = self._providers.get(id(llm))
+        if not config.record_exchanges:  # off for a root: off for every run of its tree in this runner
+            self._unrecorded.add(state.trace.root_id)
+        elif state.trace.root_id not in self._unrecorded and isinstance(services.store, ExchangeLog):
+            llm = ExchangeRecorder(llm, services.store.append_exchange, state.trace.trace_id)  # kept with the trace
         # Every call of this run is marked with its trace: a recording is keyed by position in the tree.
         llm = at_site(llm, state.trace.trace_id)
         state.harness = RunHarness(llm=llm, model=model, config=config, budget=state.budget)

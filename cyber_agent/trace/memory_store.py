@@ -30,6 +30,7 @@ class InMemoryTraceStore(BaseTraceStore):
         self._messages: dict[str, list[str]] = {}
         self._events: dict[str, list[str]] = {}
         self._side: dict[tuple[str, str], str] = {}
+        self._exchanges: dict[str, list[str]] = {}
 
     def _trace_exists(self, trace_id: str) -> bool:
         return trace_id in self._records
@@ -88,6 +89,14 @@ class InMemoryTraceStore(BaseTraceStore):
 
     def _write_side_record(self, trace_id: str, name: str, data: str) -> None:
         self._side[(trace_id, name)] = data
+
+    def _append_exchange_line(self, trace_id: str, line: str) -> int:
+        lines = self._exchanges.setdefault(trace_id, [])
+        lines.append(line)
+        return len(lines) - 1
+
+    def _read_exchange_lines(self, trace_id: str) -> list[str]:
+        return list(self._exchanges.get(trace_id, []))
 
     def _read_record(self, meta: JSONRecord, *, messages: bool, events: bool) -> TraceRecord:
         # The stored JSON text parsed directly: no pydantic, each message once (see trace/records.py).

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
@@ -117,6 +117,10 @@ class RetriedWrites(SQLTraceStore):
     async def clear_stop(self, trace_id: str) -> None:
         """Withdraw the trace's own stop request."""
         await self._retrying(lambda: SQLTraceStore.clear_stop(self, trace_id))
+
+    async def append_exchange(self, trace_id: str, record: Mapping[str, Any]) -> int:
+        """Append one recorded model exchange of the trace."""
+        return await self._retrying(lambda: SQLTraceStore.append_exchange(self, trace_id, record))
 
     async def flush(self) -> None:
         """Nothing waits for a checkpoint here (every write commits its totals); kept for the protocol."""

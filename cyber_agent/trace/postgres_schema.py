@@ -2,7 +2,7 @@
 
 `MIGRATIONS[i]` upgrades a schema from version i to i + 1 (the tables of `sql_store.py`, then the
 typed message columns of `sqlite_schema.MESSAGE_COLUMNS`, computed by `message_values` as the
-SQLite store computes them). All
+SQLite store computes them, then the `exchanges` table). All
 missing steps run in ONE transaction that first takes `pg_advisory_xact_lock` on a key of the
 schema's name, so workers that start at once upgrade it exactly once: the others wait, then find
 it current. No migration may use `CREATE INDEX CONCURRENTLY` (it cannot run in a transaction). A
@@ -73,8 +73,18 @@ def _add_message_columns(conn: psycopg.Connection[tuple[object, ...]]) -> None:
                            [(*message_values(json.loads(str(data))), trace_id, sequence) for trace_id, sequence, data in rows])
 
 
+_V3 = """
+CREATE TABLE exchanges (
+    trace_id TEXT NOT NULL,
+    call_index BIGINT NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (trace_id, call_index)
+)
+"""
+"""Version 3: the model exchanges recorded with each trace (`cyber_agent/trace/exchange_log.py`)."""
+
 Migration = str | Callable[["psycopg.Connection[tuple[object, ...]]"], None]
-MIGRATIONS: tuple[Migration, ...] = (_V1, _add_message_columns)
+MIGRATIONS: tuple[Migration, ...] = (_V1, _add_message_columns, _V3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

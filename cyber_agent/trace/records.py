@@ -48,6 +48,8 @@ class TraceRecord:
     """Tree-wide usage record of a recursive root (A10), else None."""
     tool_approvals: JSONRecord | None = None
     """Tool-approval state (T8), else None."""
+    exchanges: list[JSONRecord] = field(default_factory=list)
+    """Recorded model exchanges of the trace (`read_records(..., exchanges=True)`; empty when not read)."""
 
     @property
     def trace_id(self) -> str:

@@ -6,6 +6,7 @@ Tables (each store's schema module creates them)::
     messages(trace_id, sequence, data, + the typed columns of `MESSAGE_COLUMNS`)
     events(trace_id, event_id, type, sequence, shared, data)
     side_records(trace_id, name, data)               resource_usage, tool_approvals, stop_request
+    exchanges(trace_id, call_index, data)            recorded model exchanges (version 3)
 
 The SQL here is written once, in the dialect both engines speak (`?` placeholders, `ON CONFLICT
 ... DO UPDATE`, `WITH RECURSIVE`); a store supplies the connection, the transactions and the
@@ -211,6 +212,17 @@ class SQLTraceStore(BaseTraceStore):
         with self._transaction(trace_id):
             self._execute("INSERT INTO side_records (trace_id, name, data) VALUES (?, ?, ?) "
                           "ON CONFLICT (trace_id, name) DO UPDATE SET data = excluded.data", (trace_id, name, data))
+
+    def _append_exchange_line(self, trace_id: str, line: str) -> int:
+        with self._transaction(trace_id):
+            rows = self._query("SELECT coalesce(max(call_index), -1) + 1 FROM exchanges WHERE trace_id = ?", (trace_id,))
+            index = int(rows[0][0])
+            self._execute("INSERT INTO exchanges (trace_id, call_index, data) VALUES (?, ?, ?)", (trace_id, index, line))
+        return index
+
+    def _read_exchange_lines(self, trace_id: str) -> list[str]:
+        return [str(data) for (data,) in self._query(
+            "SELECT data FROM exchanges WHERE trace_id = ? ORDER BY call_index", (trace_id,))]
 
     async def get_stop_requests(self, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """The persisted stop requests among `trace_ids`, read with one query."""

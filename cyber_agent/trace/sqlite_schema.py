@@ -110,8 +110,18 @@ def _add_message_columns(conn: sqlite3.Connection) -> None:
                      (*message_values(json.loads(data)), trace_id, sequence))
 
 
+_V3 = """
+CREATE TABLE exchanges (
+    trace_id TEXT NOT NULL,
+    call_index INTEGER NOT NULL,
+    data TEXT NOT NULL,
+    PRIMARY KEY (trace_id, call_index)
+) WITHOUT ROWID
+"""
+"""Version 3: the model exchanges recorded with each trace (`cyber_agent/trace/exchange_log.py`)."""
+
 Migration = str | Callable[[sqlite3.Connection], None]
-MIGRATIONS: tuple[Migration, ...] = (_V1, _add_message_columns)
+MIGRATIONS: tuple[Migration, ...] = (_V1, _add_message_columns, _V3)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

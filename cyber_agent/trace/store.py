@@ -39,6 +39,7 @@ except ImportError:  # Windows
     fcntl = None  # type: ignore[assignment]
 
 from cyber_agent.errors import CorruptRecordError, InvalidIdError, TraceLockedError
+from cyber_agent.trace.exchange_log import EXCHANGES_FILE
 from cyber_agent.trace.events import TraceEvent
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Message, Trace
@@ -88,6 +89,7 @@ class FileSystemTraceStore(BaseTraceStore):
         self._dirs: dict[str, str] = {}
         self._lock_timeout = lock_timeout
         self._lock_fds: dict[str, int] = {}
+        self._exchange_ends: dict[str, tuple[int, int]] = {}  # trace -> (file size, exchanges) after our last append
         weakref.finalize(self, _close_all, self._lock_fds)  # a dropped store leaks no descriptors
 
     # ---- the writer lock: one write at a time per trace, across processes ---------------------
@@ -265,7 +267,11 @@ class FileSystemTraceStore(BaseTraceStore):
         return f"{self._dir(trace_id)}/events.jsonl"
 
     def _append_event_line(self, trace_id: str, line: str) -> None:
-        fd = os.open(self._events_path(trace_id), _APPEND_FLAGS, 0o666)
+        self._append_line(self._events_path(trace_id), line)
+
+    def _append_line(self, path: str, line: str) -> int:
+        """Append `line` and a newline to `path`; return the file's size after it."""
+        fd = os.open(path, _APPEND_FLAGS, 0o666)
         try:
             view = memoryview((line + "\n").encode())
             written = 0
@@ -282,8 +288,33 @@ class FileSystemTraceStore(BaseTraceStore):
                 # line stays for the next append to bury in the middle.
                 os.ftruncate(fd, os.fstat(fd).st_size - written)
                 raise
+            return os.fstat(fd).st_size
         finally:
             os.close(fd)
+
+    def _append_exchange_line(self, trace_id: str, line: str) -> int:
+        path = f"{self._dir(trace_id)}/{EXCHANGES_FILE}"
+        try:
+            size = os.stat(path).st_size
+        except FileNotFoundError:
+            size = 0
+        known = self._exchange_ends.get(trace_id)
+        if known is not None and known[0] == size:
+            count = known[1]
+        else:  # first append of this instance, or another process appended: count (and cut a torn line)
+            raw = self._read_bytes(path) or b""
+            end = raw.rfind(b"\n") + 1
+            if end < len(raw):
+                os.truncate(path, end)
+            count = raw.count(b"\n")
+        self._exchange_ends[trace_id] = (self._append_line(path, line), count + 1)
+        return count
+
+    def _read_exchange_lines(self, trace_id: str) -> list[str]:
+        raw = self._read_bytes(f"{self._dir(trace_id)}/{EXCHANGES_FILE}")
+        if not raw:
+            return []
+        return [line.decode() for line in raw.split(b"\n")[:-1] if line.strip()]  # a torn last line is skipped
 
     def _delete_message(self, trace_id: str, sequence: int) -> None:
         try:

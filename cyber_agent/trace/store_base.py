@@ -18,6 +18,7 @@ The pure helpers and the updatable-field sets live in `store_rules.py`.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from abc import ABC, abstractmethod
@@ -44,6 +45,7 @@ from cyber_agent.trace.events import (
     message_added_payload,
 )
 from cyber_agent.trace.event_payloads import check_payload
+from cyber_agent.trace.exchange_log import decode_exchange
 from cyber_agent.trace.goal_models import Goal, GoalStats, GoalTree
 from cyber_agent.trace.models import Message, Trace, TraceMode, TraceStatus, utc_now
 from cyber_agent.trace.protocols import UsageChange
@@ -132,6 +134,10 @@ class BaseTraceStore(ABC):
     def _write_side_record(self, trace_id: str, name: str, data: str) -> None: ...
     @abstractmethod
     def _all_traces(self) -> list[Trace]: ...
+    @abstractmethod
+    def _append_exchange_line(self, trace_id: str, line: str) -> int: ...
+    @abstractmethod
+    def _read_exchange_lines(self, trace_id: str) -> list[str]: ...
 
     # Bulk reads (`read_records`): JSON-mode records; a store overrides these to skip pydantic.
     def _list_entries(self) -> tuple[list[Trace], list[DamagedEntry]]:
@@ -431,9 +437,11 @@ class BaseTraceStore(ABC):
         return TraceListing(traces=out, errors=damaged)
 
     async def read_records(
-        self, root_ids: Sequence[str] | None = None, *, messages: bool = True, events: bool = True
+        self, root_ids: Sequence[str] | None = None, *, messages: bool = True, events: bool = True,
+        exchanges: bool = False,
     ) -> list[TraceRecord]:
-        """Every trace of the trees under `root_ids` (all traces when None) as JSON records, parents first."""
+        """Every trace of the trees under `root_ids` (all traces when None) as JSON records, parents first
+        (with `exchanges`, each with its recorded model exchanges: what a copy needs to fork there)."""
         if isinstance(root_ids, str):
             raise InvalidUpdateError(f"root_ids must be a sequence of trace ids, got the string {root_ids!r}")
         for root_id in root_ids or ():
@@ -448,7 +456,10 @@ class BaseTraceStore(ABC):
                 except (CorruptRecordError, ValueError, KeyError, TypeError) as exc:
                     damaged.append(damaged_record(str(meta.get("trace_id")), self._record_location(meta), exc))
             _warn_damaged(damaged)
-            return records
+        if exchanges:
+            records = [dataclasses.replace(r, exchanges=[decode_exchange(line, r.trace_id, i) for i, line in
+                                                         enumerate(self._read_exchange_lines(r.trace_id))]) for r in records]
+        return records
 
     def _record_location(self, meta: JSONRecord) -> str:
         """Where a trace's records live, for a damaged-entry report."""
@@ -482,6 +493,8 @@ class BaseTraceStore(ABC):
                     for name, value in (("resource_usage", record.resource_usage), ("tool_approvals", record.tool_approvals)):
                         if value is not None:
                             self._write_side_record(trace_id, name, encode_json(value, name))
+                    for exchange in record.exchanges:
+                        self._append_exchange_line(trace_id, encode_json(exchange, "exchange"))
             written.append(trace_id)
         return written
 
@@ -571,6 +584,21 @@ class BaseTraceStore(ABC):
         with self._writing_side(trace_id):
             self._require_exists(trace_id)
             self._write_side_record(trace_id, name, text)
+
+    # ---- recorded model exchanges (cyber_agent/trace/exchange_log.py) --------------------------
+    async def append_exchange(self, trace_id: str, record: Mapping[str, Any]) -> int:
+        """Append one model exchange of the trace's run; return its index (dense from 0 per trace)."""
+        validate_trace_id(trace_id)
+        text = encode_json(dict(record), "exchange")
+        with self._writing_side(trace_id):
+            self._require_exists(trace_id)
+            return self._append_exchange_line(trace_id, text)
+
+    async def get_exchanges(self, trace_id: str) -> list[dict[str, Any]]:
+        """The trace's recorded exchanges in the order they were appended ([] for none)."""
+        validate_trace_id(trace_id)
+        self._require_exists(trace_id)
+        return [decode_exchange(line, trace_id, number) for number, line in enumerate(self._read_exchange_lines(trace_id))]
 
     # ---- goals --------------------------------------------------------------------------
     async def get_goal_tree(self, trace_id: str) -> GoalTree | None:

@@ -122,6 +122,8 @@ STORE_CALLS: dict[str, Callable[[BaseTraceStore, str], Any]] = {
     "get_messages_by_goal": lambda s, bad: s.get_messages_by_goal(bad, "1"),
     "append_event": lambda s, bad: s.append_event(bad, "progress", {}),
     "get_events": lambda s, bad: s.get_events(bad),
+    "append_exchange": lambda s, bad: s.append_exchange(bad, {"key": "k"}),
+    "get_exchanges": lambda s, bad: s.get_exchanges(bad),
     "read_records": lambda s, bad: s.read_records([bad]),
     "get_message": lambda s, bad: s.get_message(f"{bad}-0001"),
     "update_message": lambda s, bad: s.update_message(f"{bad}-0001", description="x"),

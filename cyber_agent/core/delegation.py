@@ -27,6 +27,7 @@ from cyber_agent.core.tool_rights import child_tool_snapshot
 from cyber_agent.core.trace_setup import ChildSetup
 from cyber_agent.core.validation import render_validation, run_validation
 from cyber_agent.errors import BudgetExceededError, ToolError, ToolRefusedError
+from cyber_agent.protocol.evidence_check import check_report
 from cyber_agent.tools.context import ToolContext
 from cyber_agent.trace.models import Trace
 from cyber_agent.trace.state import ContextAccess, ContextRef, ProtocolState
@@ -67,13 +68,21 @@ async def _finish_child(ctx: ToolContext, child_id: str, brief: TaskBrief) -> di
         reason = child.error_message or f"the child ended {child.status} without a report"
         report = TaskReport(outcome="failed", summary=reason, submitted_by="runner")
         changes = report_changes(report)  # stored with its verdict: one write of the child
+    evidence: ValidationResult | None = None
     if report.outcome == "failed" and report.submitted_by == "runner":
         validation = ValidationResult(scope="criteria", target_trace_id=child_id, verdict="fail", summary=report.summary)
         child = await append_validation(store, child_id, validation, **changes)
     else:
-        validation = await run_validation(runner, target=child, scope="criteria", criteria=brief.completion_criteria,
-                                          report=report, answer=None)
-    return {"trace_id": child_id, "status": child.status, "report": report, "validation": validation}
+        # The deterministic evidence check runs first and is recorded as its own validation; a
+        # failed check fails the report without a validator call.
+        evidence = await check_report(store, child, report)
+        child = await append_validation(store, child_id, evidence)
+        if evidence.verdict == "fail":
+            validation = evidence
+        else:
+            validation = await run_validation(runner, target=child, scope="criteria", criteria=brief.completion_criteria,
+                                              report=report, answer=None, evidence=evidence)
+    return {"trace_id": child_id, "status": child.status, "report": report, "validation": validation, "evidence": evidence}
 
 
 async def _failed_outcome(ctx: ToolContext, child_id: str, exc: Exception, *, created: bool) -> dict[str, Any]:
@@ -112,6 +121,9 @@ def render_outcome(outcome: dict[str, Any]) -> str:
     if report.open_issues:
         lines += [f"  open issue: {item}" for item in report.open_issues]
     lines.append(render_validation(outcome["validation"]))
+    evidence: ValidationResult | None = outcome.get("evidence")
+    if evidence is not None and evidence is not outcome["validation"]:
+        lines.append(f"Evidence check [evidence]: {evidence.verdict} — {evidence.summary}")
     return "\n".join(lines)
 
 

@@ -18,6 +18,7 @@ from cyber_agent.core.runner_api import RunContext
 from cyber_agent.core.task_protocol import TaskReport
 from cyber_agent.core.validation import render_validation, run_validation
 from cyber_agent.errors import RunError
+from cyber_agent.protocol.claims import claims_from_text
 from cyber_agent.trace.models import Message, TraceStatus
 
 __all__ = ["MAX_ROOT_ATTEMPTS", "STATE_TOOLS", "FinalTextDecision", "on_final_text"]
@@ -53,7 +54,8 @@ async def on_final_text(ctx: RunContext, prepared: RunState, text: str) -> Final
     if trace.parent_trace_id is not None:
         # Nothing is acknowledged between the report and the end of the run: the runner stores the
         # report with the final status, and a run that dies before that gets a runner-written report.
-        report = TaskReport(outcome="partial", summary=text.strip() or "(empty answer)", submitted_by="implicit")
+        report = TaskReport(outcome="partial", summary=text.strip()[:4000] or "(empty answer)", submitted_by="implicit",
+                            claims=claims_from_text(text))
         return FinalTextDecision(finish=("completed", text, None), protocol=report_changes(report))
     anchor = trace.root_setup.anchor if trace.root_setup is not None else None
     if anchor is None:

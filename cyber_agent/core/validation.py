@@ -20,6 +20,7 @@ from cyber_agent.core.protocol_state import append_validation
 from cyber_agent.core.task_protocol import CriterionVerdict, TaskReport, ValidationResult, ValidationScope, aggregate_verdict
 from cyber_agent.core.tool_rights import VALIDATOR_TOOLS
 from cyber_agent.core.trace_setup import ChildSetup
+from cyber_agent.protocol.evidence_check import render_evidence
 from cyber_agent.trace.models import Trace
 from cyber_agent.trace.state import ProtocolState, ValidatorAssignment
 from cyber_agent.trace.trace_id import new_sub_trace_id
@@ -33,7 +34,7 @@ VALIDATOR_MAX_ITERATIONS = 12
 
 
 def _validation_task(target: Trace, scope: ValidationScope, criteria: list[str], report: TaskReport | None, answer: str | None,
-                     web: bool = False) -> str:
+                     web: bool = False, evidence: ValidationResult | None = None) -> str:
     lines = [
         f"# Validation ({scope})",
         f"Target trace: {target.trace_id}",
@@ -46,6 +47,9 @@ def _validation_task(target: Trace, scope: ValidationScope, criteria: list[str],
         "Completion criteria:",
     ]
     lines += [f"{i}. {c}" for i, c in enumerate(criteria, start=1)]
+    if evidence is not None:
+        # What the deterministic check already verified, with the cited excerpts: less to read.
+        lines += ["", render_evidence(evidence)]
     if report is not None:
         lines += ["", "Report (claim):", json.dumps(report.model_dump(mode="json"), ensure_ascii=False, indent=1)]
     if answer is not None:
@@ -64,9 +68,9 @@ def _unknown(target: Trace, scope: ValidationScope, criteria: list[str], summary
 
 async def run_validation(
     runner: RunnerHandle, *, target: Trace, scope: ValidationScope, criteria: list[str],
-    report: TaskReport | None, answer: str | None,
+    report: TaskReport | None, answer: str | None, evidence: ValidationResult | None = None,
 ) -> ValidationResult:
-    """Run one validator trace on `target` and record its result on the target."""
+    """Run one validator trace on `target` and record its result on the target (`evidence`: the check's findings)."""
     store = runner.trace_store
     root_id = target.root_id
     root = target if root_id == target.trace_id else await store.get_trace(root_id)
@@ -74,12 +78,12 @@ async def run_validation(
     # the result (one write of the target, not two).
     async with runner.lock(f"validation:{target.trace_id}"):
         return await _validate(runner, target=target, scope=scope, criteria=criteria, report=report, answer=answer,
-                               root=root)
+                               root=root, evidence=evidence)
 
 
 async def _validate(
     runner: RunnerHandle, *, target: Trace, scope: ValidationScope, criteria: list[str], report: TaskReport | None,
-    answer: str | None, root: Trace | None,
+    answer: str | None, root: Trace | None, evidence: ValidationResult | None = None,
 ) -> ValidationResult:
     store = runner.trace_store
     setup = root.root_setup if root is not None else None
@@ -111,7 +115,7 @@ async def _validate(
     try:
         run = await run_child(runner, ChildRun(
             parent_trace_id=target.trace_id, config=config, setup=child, events=False,
-            messages=[{"role": "user", "content": _validation_task(target, scope, criteria, report, answer, web)}],
+            messages=[{"role": "user", "content": _validation_task(target, scope, criteria, report, answer, web, evidence)}],
         ))
         submitted = run.trace.protocol.validation
         if submitted is not None:

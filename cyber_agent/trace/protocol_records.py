@@ -11,10 +11,11 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
+from cyber_agent.trace.claim_records import MAX_CLAIMS, Claim, ClaimVerdict
 from cyber_agent.trace.clock import utc_now
 
 __all__ = [
@@ -151,6 +152,23 @@ class TaskReport(BaseModel):
     """What is left or doubtful."""
     submitted_by: Literal["tool", "implicit", "runner"] = "tool"
     """`tool`: submit_report; `implicit`: a final text turned into a report; `runner`: stop/failure."""
+    claims: list[Claim] = Field(default_factory=list, max_length=MAX_CLAIMS)
+    """The results with their citations (`trace/claim_records.py`); `outputs` holds their texts."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _claims_of_old_reports(cls, data: Any) -> Any:
+        # A report written before claims existed (or given only outputs) gets one uncited claim per
+        # output; one given only claims gets their texts as outputs. Stored fields stay as they were.
+        if not isinstance(data, dict):
+            return data
+        outputs, claims = data.get("outputs") or [], data.get("claims") or []
+        if outputs and not claims:
+            return {**data, "claims": [{"text": str(o)[:1000]} for o in outputs if str(o).strip()][:MAX_CLAIMS]}
+        if claims and not outputs:
+            texts = [c.text if isinstance(c, Claim) else str(dict(c).get("text", "")) for c in claims]
+            return {**data, "outputs": [t for t in texts if t.strip()]}
+        return data
 
 
 class CriterionVerdict(BaseModel):
@@ -174,6 +192,8 @@ class ValidationResult(BaseModel):
     """Aggregate: fail if any criterion fails, pass if all pass, else unknown."""
     criteria: list[CriterionVerdict] = Field(default_factory=list)
     summary: str = ""
+    claims: list[ClaimVerdict] = Field(default_factory=list)
+    """Scope `evidence`: the verdict per claim and per whole-report signal, with reason and location."""
     created_at: datetime = Field(default_factory=utc_now)
 
 

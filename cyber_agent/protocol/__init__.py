@@ -1,0 +1,1 @@
+"""The recursive task protocol's own package (see docs/recursive-protocol.md)."""

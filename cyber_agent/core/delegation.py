@@ -76,10 +76,10 @@ async def _finish_child(ctx: ToolContext, child_id: str, brief: TaskBrief) -> di
         # The deterministic evidence check runs first and is recorded as its own validation; a
         # failed check fails the report without a validator call.
         evidence = await check_report(store, child, report)
-        child = await append_validation(store, child_id, evidence)
         if evidence.verdict == "fail":
             validation = evidence
-        else:
+            child = await append_validation(store, child_id, evidence)
+        else:  # recorded with the validator's result, in the same write
             validation = await run_validation(runner, target=child, scope="criteria", criteria=brief.completion_criteria,
                                               report=report, answer=None, evidence=evidence)
     return {"trace_id": child_id, "status": child.status, "report": report, "validation": validation, "evidence": evidence}

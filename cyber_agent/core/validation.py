@@ -132,7 +132,7 @@ async def _validate(
     result = result.model_copy(update={
         "criteria": aligned, "verdict": aggregate_verdict([c.verdict for c in aligned]), "validator_trace_id": validator_id,
     })
-    await append_validation(store, target.trace_id, result, validator_count=count)
+    await append_validation(store, target.trace_id, result, checked=evidence, validator_count=count)
     return result
 
 
@@ -141,6 +141,10 @@ def render_validation(result: ValidationResult) -> str:
     lines = [f"Validation [{result.scope}] verdict: {result.verdict} (validator {result.validator_trace_id})"]
     for index, item in enumerate(result.criteria, start=1):
         lines.append(f"  {index}. [{item.verdict}] {item.criterion} — {item.evidence}")
+    for index, item in enumerate(result.claims, start=len(result.criteria) + 1):  # scope evidence: per claim
+        head = f"claim {item.claim + 1}" if item.claim is not None else "whole report"
+        where = f" @ {item.location}" if item.location else ""
+        lines.append(f"  {index}. [{item.verdict}] {head}: {item.text} — {item.code}: {item.reason}{where}")
     if result.summary:
         lines.append(f"  summary: {result.summary}")
     return "\n".join(lines)

@@ -39,7 +39,7 @@ from cyber_agent.protocol.claims import (
     numbers_of,
     quoted_names,
 )
-from cyber_agent.trace.models import Message, Trace
+from cyber_agent.trace.models import Message, Trace, is_refusal
 from cyber_agent.trace.protocol_records import TaskReport, ValidationResult, aggregate_verdict
 from cyber_agent.trace.protocols import TraceStore
 
@@ -283,8 +283,10 @@ async def _signals(reading: _Reading, report: TaskReport) -> list[ClaimVerdict]:
     messages = await reading.path(reading.reporter.trace_id)
     calls = [c for m in messages if m.role == "assistant" for c in m.tool_calls if c.name not in NOT_WORK_TOOLS]
     out: list[ClaimVerdict] = []
-    if report.claims and report.outcome != "failed" and not calls:
-        out.append(_fail(None, None, "no_tool_calls", f"{len(report.claims)} result(s) reported after zero tool calls",
+    # A result is a claim that cites something or states a number or a quoted name; "done" is not one.
+    results = [c for c in report.claims if c.evidence or claim_numbers(c.text) or quoted_names(c.text)]
+    if results and report.outcome != "failed" and not calls:
+        out.append(_fail(None, None, "no_tool_calls", f"{len(results)} result(s) reported after zero tool calls",
                          reading.reporter.trace_id))
     if report.outcome == "completed":
         names = {c.id: c.name for c in calls}
@@ -292,7 +294,9 @@ async def _signals(reading: _Reading, report: TaskReport) -> list[ClaimVerdict]:
         for message in messages:
             if message.role == "tool" and message.tool_call_id in names:
                 last[names[message.tool_call_id]] = message
-        errored = [m for m in last.values() if _is_error(m)]
+        # Failed work is an error of a tool that ran (its result records a run time). A refused call
+        # (a limit) or one the permission gate or argument check stopped never ran: not failed work.
+        errored = [m for m in last.values() if _is_error(m) and not is_refusal(m.metadata) and "duration_ms" in m.metadata]
         if errored:
             first = errored[0]
             out.append(_fail(None, None, "completed_over_errors",

@@ -141,10 +141,10 @@ def render_validation(result: ValidationResult) -> str:
     lines = [f"Validation [{result.scope}] verdict: {result.verdict} (validator {result.validator_trace_id})"]
     for index, item in enumerate(result.criteria, start=1):
         lines.append(f"  {index}. [{item.verdict}] {item.criterion} — {item.evidence}")
-    for index, item in enumerate(result.claims, start=len(result.criteria) + 1):  # scope evidence: per claim
-        head = f"claim {item.claim + 1}" if item.claim is not None else "whole report"
-        where = f" @ {item.location}" if item.location else ""
-        lines.append(f"  {index}. [{item.verdict}] {head}: {item.text} — {item.code}: {item.reason}{where}")
+    for number, verdict in enumerate(result.claims, start=len(result.criteria) + 1):  # scope evidence: per claim
+        head = f"claim {verdict.claim + 1}" if verdict.claim is not None else "whole report"
+        where = f" @ {verdict.location}" if verdict.location else ""
+        lines.append(f"  {number}. [{verdict.verdict}] {head}: {verdict.text} — {verdict.code}: {verdict.reason}{where}")
     if result.summary:
         lines.append(f"  summary: {result.summary}")
     return "\n".join(lines)

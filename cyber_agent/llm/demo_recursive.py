@@ -179,20 +179,18 @@ def _child(state: Any, rows_of: Any, path: str | None) -> Step:
         return "", [("agent", {"task_brief": briefs})]
     if state.made("agent"):
         sources = _accepted_sources(state)
-        totals = {region: value for region, (value, _) in sources.items()}
+        totals = {key: value for key, (value, _) in sources.items()}
     else:
         sources, totals = {}, _totals(rows_of(reads[0]))
     if not totals:
         return "", [("submit_report", {"outcome": "failed", "summary": "no region report was accepted"})]
     read_id = state.call_ids[state.calls.index(next(c for c in state.calls if c[0] == "read_file"))]
     claims = []
-    for region, value in totals.items():
-        text = f"Region {region}: revenue {value:.2f}"
-        if region in sources:
-            evidence: list[dict[str, Any]] = [{"kind": "child_report", "trace_id": sources[region][1]}]
-        else:
-            evidence = [_cited_sum(read_id, reads[0], rows_of, region)]
-        claims.append({"text": text, "evidence": evidence})
+    for name, value in totals.items():
+        text = f"Region {name}: revenue {value:.2f}"
+        cited: list[dict[str, Any]] = ([{"kind": "child_report", "trace_id": sources[name][1]}] if name in sources
+                                       else [_cited_sum(read_id, reads[0], rows_of, name)])
+        claims.append({"text": text, "evidence": cited})
     return "", [("submit_report", {
         "outcome": "completed", "summary": f"Revenue of {len(totals)} regions, each verified by its own validator",
         "claims": claims, "evidence": ["each region was computed by a child whose report passed validation and my review"],

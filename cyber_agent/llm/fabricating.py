@@ -37,8 +37,8 @@ __all__ = ["FABRICATIONS", "Fabrication", "FabricatingModel", "FabricationKind"]
 FabricationKind = Literal["no_tool_calls", "invented_id", "invented_path", "changed_number", "partial_as_complete",
                           "unreturned_child", "repeats_rejected"]
 FABRICATIONS: tuple[FabricationKind, ...] = get_args(FabricationKind)
-_LEAF = ("no_tool_calls", "invented_id", "invented_path", "changed_number", "partial_as_complete")
-_MID = ("no_tool_calls", "invented_id", "invented_path", "changed_number", "unreturned_child", "repeats_rejected")
+_LEAF: tuple[FabricationKind, ...] = ("no_tool_calls", "invented_id", "invented_path", "changed_number", "partial_as_complete")
+_MID: tuple[FabricationKind, ...] = ("no_tool_calls", "invented_id", "invented_path", "changed_number", "unreturned_child", "repeats_rejected")
 _REVISE = re.compile(r"\[parent review\] Revise")
 _REGION = re.compile(r"region ([A-Z][\w-]*)")
 
@@ -50,36 +50,45 @@ class Fabrication:
     objective: str
     attempt: int
     kind: FabricationKind | None
+    failed: bool = False
+    """An honest failure (`fail_rate`): outcome failed, no claims."""
 
 
 class FabricatingModel:
     """An `LLMCall` that plays the demo's recursive roles and makes children fabricate at a seeded rate."""
 
     def __init__(self, rate: float = 0.3, *, seed: int = 0, kinds: tuple[str, ...] = FABRICATIONS,
-                 fail_rate: float = 0.0, name: str = "fabricating") -> None:
-        unknown = sorted(set(kinds) - set(FABRICATIONS))
+                 leaf_kinds: tuple[str, ...] | None = None, fail_rate: float = 0.0, first_attempt_only: bool = False,
+                 name: str = "fabricating") -> None:
+        unknown = sorted((set(kinds) | set(leaf_kinds or ())) - set(FABRICATIONS))
         if unknown:
             raise ConfigurationError("kinds", f"unknown fabrication {unknown[0]!r}; use {', '.join(FABRICATIONS)}")
         for label, value in (("rate", rate), ("fail_rate", fail_rate)):
             if not 0.0 <= value <= 1.0:
                 raise ConfigurationError(label, f"must be between 0 and 1, got {value!r}")
         self.rate, self.fail_rate, self.seed, self.kinds, self.name = rate, fail_rate, int(seed), tuple(kinds), name
+        self.leaf_kinds = tuple(leaf_kinds) if leaf_kinds is not None else self.kinds
+        """The kinds leaves draw from (default: `kinds`)."""
+        self.first_attempt_only = first_attempt_only
+        """Revisions report honestly (so a rejected first report is followed by an accepted one)."""
         self.ledger: list[Fabrication] = []
         """Every child report written, with its fabrication kind (None when honest)."""
         self._demo = DemoModel(name)
 
     def __repr__(self) -> str:
-        return f"FabricatingModel(rate={self.rate}, seed={self.seed}, kinds={self.kinds}, fail_rate={self.fail_rate})"
+        return (f"FabricatingModel(rate={self.rate}, seed={self.seed}, kinds={self.kinds}, leaf_kinds={self.leaf_kinds}, "
+                f"fail_rate={self.fail_rate})")
 
     def kind_for(self, objective: str, attempt: int) -> FabricationKind | None:
         """The fabrication drawn for one attempt of one child (None: it reports honestly)."""
         rng = random.Random(f"{self.seed}|{objective}|{attempt}")
-        if rng.random() >= self.rate:
+        if rng.random() >= self.rate or (attempt > 0 and self.first_attempt_only):
             return None
-        allowed = [k for k in (_LEAF if _REGION.search(objective) else _MID) if k in self.kinds]
+        leaf = bool(_REGION.search(objective))
+        allowed: list[FabricationKind] = [k for k in (_LEAF if leaf else _MID) if k in (self.leaf_kinds if leaf else self.kinds)]
         if attempt > 0:
             allowed = [k for k in allowed if k not in ("no_tool_calls", "partial_as_complete")]
-        return rng.choice(allowed) if allowed else None  # type: ignore[return-value]
+        return rng.choice(allowed) if allowed else None
 
     def fails(self, objective: str) -> bool:
         """True when this leaf fails honestly on every attempt (fail_rate)."""
@@ -109,6 +118,11 @@ class FabricatingModel:
                                                         .rsplit("/", 1)[-1]}}) if c.name == "read_file" else c
                      for c in response.tool_calls]
             return response.model_copy(update={"tool_calls": calls})
+        if kind != "partial_as_complete" and _last_read_failed(messages) and any(c.name == "submit_report" for c in response.tool_calls):
+            # An honest revision after a failed read reads the real file before it reports.
+            path = re.search(r"[\w./-]+\.csv", task)
+            call = ToolCall(id=f"call_r{len(messages)}_0", name="read_file", arguments={"path": path.group(0) if path else "data/sales.csv"})
+            return response.model_copy(update={"tool_calls": [call], "content": "", "finish_reason": "tool_calls"})
         return self._report(response, task, attempt, kind, messages=messages)
 
     def _report(self, response: LLMResponse, task: str, attempt: int, kind: FabricationKind | None, *,
@@ -118,7 +132,7 @@ class FabricatingModel:
             return response
         if failed:
             arguments: dict[str, Any] = {"outcome": "failed", "summary": "I could not compute this region's revenue"}
-            return self._record(task, attempt, None, _with(response, report, arguments))
+            return self._record(task, attempt, None, _with(response, report, arguments), failed=True)
         rng = random.Random(f"{self.seed}|{task}|{attempt}|how")
         arguments = dict(report.arguments)
         claims = [dict(c) for c in arguments.get("claims") or []]
@@ -145,10 +159,18 @@ class FabricatingModel:
         arguments["claims"] = claims
         return self._record(task, attempt, done, _with(response, report, arguments))
 
-    def _record(self, task: str, attempt: int, kind: FabricationKind | None, response: LLMResponse) -> LLMResponse:
+    def _record(self, task: str, attempt: int, kind: FabricationKind | None, response: LLMResponse, *,
+                failed: bool = False) -> LLMResponse:
         if any(c.name == "submit_report" for c in response.tool_calls):
-            self.ledger.append(Fabrication(objective=task, attempt=attempt, kind=kind))
+            self.ledger.append(Fabrication(objective=task, attempt=attempt, kind=kind, failed=failed))
         return response
+
+
+def _last_read_failed(messages: list[dict[str, Any]]) -> bool:
+    """True when the latest read_file result in the conversation is the failed read of a missing file."""
+    names = {c["id"]: c["function"]["name"] for m in messages if m.get("role") == "assistant" for c in m.get("tool_calls") or []}
+    reads = [m for m in messages if m.get("role") == "tool" and names.get(str(m.get("tool_call_id"))) == "read_file"]
+    return bool(reads) and "does not exist" in str(reads[-1].get("content") or "")
 
 
 def _with(response: LLMResponse, report: ToolCall, arguments: dict[str, Any]) -> LLMResponse:

@@ -22,6 +22,7 @@ when something occurs nowhere. Whole-report signals: results after zero tool cal
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -197,6 +198,11 @@ def _child(trace: Trace, index: int, claim: Claim, location: str) -> _Found:
     return _Found(text, location, rejected=rejected_claims(trace))
 
 
+def _file_bytes(path: Path) -> bytes | None:
+    path = path.resolve()
+    return path.read_bytes() if path.is_file() else None
+
+
 async def _artifact(reading: _Reading, index: int, claim: Claim, ref: EvidenceRef, location: str) -> _Found:
     if ref.message_id:
         message = await reading.store.get_message(ref.message_id)
@@ -204,10 +210,9 @@ async def _artifact(reading: _Reading, index: int, claim: Claim, ref: EvidenceRe
             return _Found(None, location, _fail(index, claim, "artifact_missing", f"message {ref.message_id!r} does not exist", location))
         digest, text = hashlib.sha256(message.text.encode()).hexdigest(), message.text
     else:
-        path = (reading.workspace / str(ref.path)).resolve()
-        if not path.is_file():
+        data = await asyncio.to_thread(_file_bytes, reading.workspace / str(ref.path))  # off the loop
+        if data is None:
             return _Found(None, location, _fail(index, claim, "artifact_missing", f"{ref.path!r} is not a file of the workspace", location))
-        data = path.read_bytes()
         digest, text = hashlib.sha256(data).hexdigest(), data[:20000].decode("utf-8", "replace")
         touched = any(str(ref.path) in str(call.arguments) for m in await reading.path(reading.reporter.trace_id) for call in m.tool_calls
                       if call.name not in NOT_WORK_TOOLS)

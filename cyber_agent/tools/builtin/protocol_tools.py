@@ -6,7 +6,9 @@ Which of them a run sees depends on its role and protocol state (`core/tool_righ
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -96,6 +98,11 @@ async def submit_report(
     return "Report submitted; an independent validator will check it against your trajectory. Your run ends here."
 
 
+def _file_bytes(path: Path) -> bytes | None:
+    path = path.resolve()
+    return path.read_bytes() if path.is_file() else None
+
+
 async def _hashed(ctx: ToolContext, claim: Claim) -> Claim:
     """The claim with each artifact citation's sha256 as of now (the evidence check compares it later)."""
     refs = []
@@ -106,8 +113,8 @@ async def _hashed(ctx: ToolContext, claim: Claim) -> Claim:
                 message = await ctx.store.get_message(ref.message_id)
                 digest = hashlib.sha256(message.text.encode()).hexdigest() if message is not None else ""
             elif ref.path:
-                path = (ctx.workspace / ref.path).resolve()
-                digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
+                data = await asyncio.to_thread(_file_bytes, ctx.workspace / ref.path)
+                digest = hashlib.sha256(data).hexdigest() if data is not None else ""
             ref = ref.model_copy(update={"sha256": digest})
         refs.append(ref)
     return claim.model_copy(update={"evidence": refs})

@@ -142,7 +142,11 @@ class FabricatingModel:
         elif kind == "partial_as_complete":
             pass  # the demo's own report, written over the failed read
         elif kind == "changed_number":
-            claims[0]["text"] = _change_number(str(claims[0]["text"]), rng)
+            before = str(claims[0]["text"])
+            claims[0]["text"] = _change_number(before, rng)
+            old, new = (re.findall(r"\d+\.\d+", t)[:1] for t in (before, claims[0]["text"]))
+            if old and new:  # the summary says the same wrong number
+                arguments["summary"] = str(arguments.get("summary", "")).replace(old[0], new[0])
         elif kind == "invented_id":
             ref = dict(claims[0]["evidence"][0])
             if ref.get("kind") == "child_report":

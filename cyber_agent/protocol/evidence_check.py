@@ -137,7 +137,8 @@ async def _reachable(reading: _Reading, trace_id: str, index: int, claim: Claim,
 
 def _fail(index: int | None, claim: Claim | None, code: str, reason: str, location: str = "", excerpt: str = "") -> ClaimVerdict:
     return ClaimVerdict.model_validate({"claim": index, "text": claim.text if claim else code, "verdict": "fail", "code": code,
-                                        "reason": reason, "location": location, "excerpt": excerpt})
+                                        "reason": reason, "location": location, "excerpt": excerpt,
+                                        "evidence": claim.evidence if claim else []})
 
 
 async def _resolve(reading: _Reading, index: int, claim: Claim, ref: EvidenceRef) -> _Found:
@@ -249,7 +250,7 @@ async def _judge(reading: _Reading, index: int, claim: Claim) -> ClaimVerdict:
     excerpt = _excerpt(first.text or "", quote) if quote else _number_excerpt(first.text or "", next(iter(claim_numbers(claim.text)), ""))
     return ClaimVerdict(claim=index, text=claim.text, verdict="pass", code="supported",
                         reason=f"{len(claim.evidence)} citation(s) hold what the claim states", location=first.location,
-                        excerpt=excerpt)
+                        excerpt=excerpt, evidence=claim.evidence)
 
 
 async def _sources(reading: _Reading) -> list[tuple[str, str]]:

@@ -114,3 +114,5 @@ class ClaimVerdict(BaseModel):
     """Where: the cited trace, message, tool call or path."""
     excerpt: str = ""
     """The cited text around the quote or number (what a validator and a reader see)."""
+    evidence: list[EvidenceRef] = Field(default_factory=list)
+    """The claim's citations as the report gave them (so a reader needs no other record)."""

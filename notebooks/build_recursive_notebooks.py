@@ -152,9 +152,9 @@ for node, data in graph.nodes(data=True):
 ## Which validator rejected which report, and how the revision passed
 
 Three sources, joined in pandas: the reports each child submitted (its `submit_report` tool
-calls, in order), the validations of each report (`frames.validations`, where
-`validation_index` counts the reports of a trace), and the parent's decisions (the `reviews`
-its `Trace.protocol` keeps, in order).
+calls, in order), the validator's verdicts on each report (`frames.validations` of scope
+`criteria`; each follows the report's deterministic evidence check, scope `evidence`, which
+notebook 04 shows), and the parent's decisions (the `reviews` its `Trace.protocol` keeps, in order).
 """),
         code("""
 labels = frames.traces.set_index("trace_id")["label"]
@@ -169,7 +169,9 @@ reviews = pd.DataFrame([review for protocol in frames.traces["protocol"]
 reviews = reviews.rename(columns={"child_trace_id": "trace_id"})
 reviews = reviews.assign(round=reviews.groupby("trace_id").cumcount())
 
-checks = frames.validations[frames.validations["scope"] == "criteria"].rename(columns={"validation_index": "round"})
+checks = frames.validations[frames.validations["scope"] == "criteria"]
+# validation_index counts every validation of a trace, the evidence check before each validator included
+checks = checks.assign(round=checks.groupby("trace_id")["validation_index"].rank(method="dense").astype(int) - 1)
 history = (checks.merge(submitted[["trace_id", "round", "report"]], on=["trace_id", "round"], how="left")
                  .merge(reviews[["trace_id", "round", "decision"]], on=["trace_id", "round"], how="left"))
 history = history.assign(agent=history["trace_id"].map(labels), report_no=history["round"] + 1,
@@ -416,7 +418,7 @@ report → evidence check (fail) → review `revise` — no validator ran on it:
 caught = ReportStepper(lied, run.trace_id)
 caught.jump_to(next(trace for text, trace in caught.trace_picker.options if text.startswith("explore 1 ")))
 for _ in range(4):
-    print(caught.current.to_text(), end="\n\n")
+    print(caught.current.to_text(), end="\\n\\n")
     caught.next_button.click()""", check=True),
         md("""
 The tree drawing marks a child whose report had unsupported claims with a red cross:

@@ -243,8 +243,10 @@ async def _judge(reading: _Reading, index: int, claim: Claim) -> ClaimVerdict:
                 return _fail(index, claim, "repeats_rejected",
                              f"{number} is a claim of the child's rejected report, not of its accepted one", texts[0][1])
             where = ", ".join(loc for _, loc in texts)
-            return _fail(index, claim, "number_not_found", f"{number} is not in the cited {where}", where,
-                         _excerpt(texts[0][0], "") if texts else "")
+            given = f"; its expression gives {', '.join(f'{v:.2f}'.rstrip('0').rstrip('.') for v in values)}" if values else ""
+            quote = next((ref.quote for ref in claim.evidence if ref.quote), "")
+            return _fail(index, claim, "number_not_found", f"{number} is not in the cited text{given}", where,
+                         _excerpt(texts[0][0], quote) if texts else "")
     first = found[0]
     quote = claim.evidence[0].quote
     excerpt = _excerpt(first.text or "", quote) if quote else _number_excerpt(first.text or "", next(iter(claim_numbers(claim.text)), ""))

@@ -13,7 +13,7 @@ import json
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationInfo, field_validator, model_serializer, model_validator
 
 from cyber_agent.trace.claim_records import MAX_CLAIMS, Claim, ClaimVerdict
 from cyber_agent.trace.clock import utc_now
@@ -170,6 +170,16 @@ class TaskReport(BaseModel):
             return {**data, "outputs": [t for t in texts if t.strip()]}
         return data
 
+    @model_serializer(mode="wrap")
+    def _without_derived_claims(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Claims the before-validator would derive again (uncited, one per output) are not written:
+        # a report without citations is stored exactly as before claims existed.
+        data = handler(self)
+        derived = [str(o)[:1000] for o in self.outputs if str(o).strip()][:MAX_CLAIMS]
+        if isinstance(data, dict) and all(not c.evidence for c in self.claims) and [c.text for c in self.claims] == derived:
+            data.pop("claims", None)
+        return data
+
 
 class CriterionVerdict(BaseModel):
     """A validator's verdict on one completion criterion."""
@@ -194,6 +204,14 @@ class ValidationResult(BaseModel):
     summary: str = ""
     claims: list[ClaimVerdict] = Field(default_factory=list)
     """Scope `evidence`: the verdict per claim and per whole-report signal, with reason and location."""
+
+    @model_serializer(mode="wrap")
+    def _without_empty_claims(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # A validator's result has no per-claim verdicts: it is stored exactly as before they existed.
+        data = handler(self)
+        if isinstance(data, dict) and not self.claims:
+            data.pop("claims", None)
+        return data
     created_at: datetime = Field(default_factory=utc_now)
 
 

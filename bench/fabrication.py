@@ -38,7 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cyber_agent.core import delegation  # noqa: E402
+from cyber_agent.protocol import delegation  # noqa: E402
 from cyber_agent.core.config import RunConfig  # noqa: E402
 from cyber_agent.core.runner import AgentRunner  # noqa: E402
 from cyber_agent.llm.fabricating import FABRICATIONS, FabricatingModel  # noqa: E402

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         XmlDialect,
         choose_dialect,
     )
+    from cyber_agent.llm.fabricating import FabricatingModel
     from cyber_agent.llm.fallible import FallibleModel
     from cyber_agent.llm.fakes import (
         FunctionModel,
@@ -53,6 +54,7 @@ __all__ = [
     "DialectLLM",
     "DialectName",
     "Exchange",
+    "FabricatingModel",
     "FallibleModel",
     "FunctionModel",
     "LLMCall",
@@ -100,6 +102,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "anthropic_format": ("to_anthropic_messages", "to_anthropic_tools"),
     "demo": ("DemoModel",),
     "dialects": ("DialectLLM", "DialectName", "NativeDialect", "PFormatDialect", "ToolDialect", "XmlDialect", "choose_dialect"),
+    "fabricating": ("FabricatingModel",),
     "fallible": ("FallibleModel",),
     "fakes": ("FunctionModel", "ModelFunction", "ModelRequest", "Reply", "ScriptedModel", "ToolCallSpec"),
     "http_retry": ("DEFAULT_TIMEOUT", "RetryPolicy", "Sleep"),

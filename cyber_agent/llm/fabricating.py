@@ -32,7 +32,7 @@ from cyber_agent.llm.demo import DemoModel
 from cyber_agent.llm.demo_recursive import FIRST_READ_LINES, _blocks, _claims
 from cyber_agent.llm.types import DeltaCallback, LLMResponse, ToolCall
 
-__all__ = ["FABRICATIONS", "Fabrication", "FabricatingModel", "FabricationKind"]
+__all__ = ["FABRICATIONS", "FabricatingModel", "Fabrication", "FabricationKind"]
 
 FabricationKind = Literal["no_tool_calls", "invented_id", "invented_path", "changed_number", "partial_as_complete",
                           "unreturned_child", "repeats_rejected"]

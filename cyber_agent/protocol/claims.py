@@ -26,6 +26,7 @@ __all__ = [
     "expression_value",
     "has_number",
     "has_quote",
+    "matches",
     "numbers_of",
     "quoted_names",
 ]

@@ -24,8 +24,9 @@
     │   ├── LLMProtocolError        the provider answered with a body that cannot be read
     │   ├── ReplayDivergenceError   a replayed run asked something the recording did not hold
     │   └── ScriptExhaustedError    a scripted fake model was called more often than scripted
-    └── RunError                    a run cannot start or continue
-        └── BudgetExceededError     a tree-wide budget refused work
+    ├── RunError                    a run cannot start or continue
+    │   └── BudgetExceededError     a tree-wide budget refused work
+    └── ImportFormatError           a file given to an importer is not what it claims (names the file)
 
 Control-flow signals (approval required, stop requested) are not errors and live beside the
 code that raises them. Exceptions carry data; they never log.
@@ -43,6 +44,7 @@ __all__ = [
     "CyberAgentError",
     "GoalError",
     "GoalNotFoundError",
+    "ImportFormatError",
     "InvalidIdError",
     "InvalidUpdateError",
     "LLMError",
@@ -233,3 +235,14 @@ class BudgetExceededError(RunError):
         self.used = used
         self.limit = limit
         super().__init__(f"budget exceeded: {resource} used {used} of limit {limit}")
+
+
+class ImportFormatError(CyberAgentError, ValueError):
+    """A file given to an importer is not the format it claims; names the file and the first misfit."""
+
+    def __init__(self, path: Path | str, source: str, problem: str) -> None:
+        self.path = Path(path)
+        self.source = source
+        self.problem = problem
+        article = "an" if source[:1].lower() in "aeiou" else "a"
+        super().__init__(f"{self.path} is not {article} {source}: {problem}")

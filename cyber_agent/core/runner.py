@@ -38,6 +38,7 @@ from cyber_agent.llm.call_site import at_site
 from cyber_agent.llm.dialects import DialectLLM
 from cyber_agent.llm.types import LLMCall
 from cyber_agent.tools.registry import ToolRegistry
+from cyber_agent.tools.shell_policy import shell_policy_view
 from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.protocols import TraceStore
 
@@ -124,7 +125,7 @@ class AgentRunner:
             llm, model = self._validator_llm(config)
         else:
             llm, model = self._resolve_llm(config)
-        services = self._services()
+        services = self._services(config)
         state = await prepare_run(services, list(messages), config, child)
         state.ancestry = await ancestry(self.trace_store, state.trace)
         trace_id = state.trace.trace_id
@@ -308,9 +309,11 @@ class AgentRunner:
             return self.validator_llm_call, config.model
         return self._resolve_llm(config)
 
-    def _services(self) -> RunServices:
+    def _services(self, config: RunConfig | None = None) -> RunServices:
+        # The run sees the registry through its shell policy (one view per run; `allow` is the registry itself).
+        registry = self.tool_registry if config is None else shell_policy_view(self.tool_registry, config.shell_tools)
         return RunServices(
-            store=self.trace_store, registry=self.tool_registry, stops=self.stops, fences=self._fences,
+            store=self.trace_store, registry=registry, stops=self.stops, fences=self._fences,
             budget_for=self.budget_for, stop_hooks=self.stop_hooks, post_turn_hooks=self.post_turn_hooks,
             on_progress=self.on_progress, workspace=self.workspace,
         )

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cyber_agent.llm.types import ToolCall
 from cyber_agent.trace.clock import utc_now
+from cyber_agent.trace.provenance import Provenance
 from cyber_agent.trace.state import (
     Lineage,
     ProtocolState,
@@ -134,6 +135,8 @@ class Trace(BaseModel):
     """The models whose usage was unpriced (give them a price with `CYBER_AGENT_PRICES`)."""
     sweep_cell: SweepCellRecord | None = None
     """Roots run by a sweep: which cell and attempt this is, its state, score and numbers."""
+    provenance: Provenance | None = None
+    """Imported traces: the source format, file and ids, and what the source lacks (None: run here)."""
     created_at: datetime = Field(default_factory=utc_now)
     """Creation time (UTC)."""
     updated_at: datetime = Field(default_factory=utc_now)

@@ -152,9 +152,9 @@ for node, data in graph.nodes(data=True):
 ## Which validator rejected which report, and how the revision passed
 
 Three sources, joined in pandas: the reports each child submitted (its `submit_report` tool
-calls, in order), the validations of each report (`frames.validations`, where
-`validation_index` counts the reports of a trace), and the parent's decisions (the `reviews`
-its `Trace.protocol` keeps, in order).
+calls, in order), the validator's verdicts on each report (`frames.validations` of scope
+`criteria`; each follows the report's deterministic evidence check, scope `evidence`, which
+notebook 04 shows), and the parent's decisions (the `reviews` its `Trace.protocol` keeps, in order).
 """),
         code("""
 labels = frames.traces.set_index("trace_id")["label"]
@@ -169,7 +169,9 @@ reviews = pd.DataFrame([review for protocol in frames.traces["protocol"]
 reviews = reviews.rename(columns={"child_trace_id": "trace_id"})
 reviews = reviews.assign(round=reviews.groupby("trace_id").cumcount())
 
-checks = frames.validations[frames.validations["scope"] == "criteria"].rename(columns={"validation_index": "round"})
+checks = frames.validations[frames.validations["scope"] == "criteria"]
+# validation_index counts every validation of a trace, the evidence check before each validator included
+checks = checks.assign(round=checks.groupby("trace_id")["validation_index"].rank(method="dense").astype(int) - 1)
 history = (checks.merge(submitted[["trace_id", "round", "report"]], on=["trace_id", "round"], how="left")
                  .merge(reviews[["trace_id", "round", "decision"]], on=["trace_id", "round"], how="left"))
 history = history.assign(agent=history["trace_id"].map(labels), report_no=history["round"] + 1,
@@ -373,6 +375,68 @@ reviews = pd.DataFrame([{"parent": labels[parent], **review}
                         for review in protocol.get("reviews", [])])
 reviews.assign(child=reviews["child_trace_id"].map(labels))[["parent", "child", "decision", "feedback"]]""",
              check=True),
+        md("""
+## A fabricating child, caught before any validator
+
+Every claim of a report cites its evidence: a tool call and the span of its result it quotes
+(with the arithmetic it did on the result's numbers), a child's report, a message, an artifact.
+A **deterministic evidence check** runs before the validator, on the persisted records only: a
+cited id that does not exist, a number that is not in the cited result, a claim about a child
+that never returned, results after zero tool calls, ... fail the report at once, and no
+validator call is spent (docs/recursive-protocol.md lists each check with an example).
+
+The export above predates claims, so its reports carry uncited claims (their outputs) and no
+evidence checks. Here is a fresh run of the same task by `FabricatingModel`: the demo model
+whose children lie at a seeded rate in named ways. With seed 21 one child, region East, changes
+the number of its first report; everything else is honest.
+"""),
+        code("""
+from cyber_agent.llm.fabricating import FabricatingModel
+
+lying = FabricatingModel(0.3, seed=21, kinds=("changed_number", "invented_id"), first_attempt_only=True)
+LIES = tempfile.TemporaryDirectory(prefix="cyber-agent-nb04-lies-")
+run = await launch(DEMO_TASK, mode="recursive", llm_call=lying, store=Path(LIES.name), workspace=REPO,
+                   root_task_anchor=DEMO_ANCHOR, progress=False)
+await run.result()
+lied = to_frames(run.store, run.trace_id)
+print([(f.objective.split(" of ")[-1], f.attempt, f.kind) for f in lying.ledger if f.kind])"""),
+        md("""
+`frames.claims` has one row per claim an evidence check judged: the claim, its citations,
+the check's verdict, the reason and where it looked. East's first claim says a number that its
+cited `read_file` result does not support (the sum of its rows is another number); its
+revision, and every other child, passed:
+"""),
+        code("""
+lied_labels = lied.traces.set_index("trace_id")["label"]
+lied.claims.assign(agent=lied.claims["trace_id"].map(lied_labels))[
+    ["agent", "validation_index", "claim", "check_verdict", "code", "reason"]]""", check=True),
+        md("""
+The stepper shows each claim with its cited excerpt and its verdict. East's first round is
+report → evidence check (fail) → review `revise` — no validator ran on it:
+"""),
+        code("""
+caught = ReportStepper(lied, run.trace_id)
+caught.jump_to(next(trace for text, trace in caught.trace_picker.options if text.startswith("explore 1 ")))
+for _ in range(4):
+    print(caught.current.to_text(), end="\\n\\n")
+    caught.next_button.click()""", check=True),
+        md("""
+The tree drawing marks a child whose report had unsupported claims with a red cross:
+"""),
+        code("""
+from cyber_agent.notebook import draw_trace_tree
+
+display(draw_trace_tree(run.store, run.trace_id))"""),
+        md("""
+The same check runs over any stored trace, legacy and imported ones included —
+`check_claims(store, trace_id)` reads only persisted records (for a trace without a report, the
+numbers and quoted names of its final answer are looked up in its own tool results):
+"""),
+        code("""
+from cyber_agent.protocol.evidence_check import check_claims, render_evidence
+
+east = next(t for t in lied.traces.itertuples() if t.label == "explore 1")
+print(render_evidence(await check_claims(run.store, east.trace_id)).replace(east.trace_id, "<explore 1>"))""", check=True),
     ]
 
 

@@ -154,9 +154,11 @@ revisions of the recursive cells:
 traces = await store.list_traces(limit=None)
 recursive_roots = set(frame[frame["mode"] == "recursive"]["trace_id"])
 in_recursive = [t for t in traces if t.root_id in recursive_roots]
-verdicts = pd.Series([v.verdict for t in in_recursive for v in t.protocol.validations]).value_counts()
+verdicts = pd.Series([v.verdict for t in in_recursive for v in t.protocol.validations if v.scope != "evidence"]).value_counts()
+checks = pd.Series([v.verdict for t in in_recursive for v in t.protocol.validations if v.scope == "evidence"]).value_counts()
 revisions = sum(r.decision == "revise" for t in in_recursive for r in t.protocol.reviews)
 print("validator verdicts:", {verdict: int(count) for verdict, count in verdicts.items()})
+print("evidence checks (before any validator):", {verdict: int(count) for verdict, count in checks.items()})
 print("revisions asked by parents:", revisions)""", check=True),
         md("The same task and seed in both modes, where legacy mode went wrong:"),
         code("""

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         choose_dialect,
     )
     from cyber_agent.llm.boundary import CallLimits, normalise_reply
+    from cyber_agent.llm.fabricating import FabricatingModel
     from cyber_agent.llm.fallible import FallibleModel
     from cyber_agent.llm.fakes import (
         FunctionModel,
@@ -55,6 +56,7 @@ __all__ = [
     "DialectLLM",
     "DialectName",
     "Exchange",
+    "FabricatingModel",
     "FallibleModel",
     "FunctionModel",
     "LLMCall",
@@ -104,6 +106,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "boundary": ("CallLimits", "normalise_reply"),
     "demo": ("DemoModel",),
     "dialects": ("DialectLLM", "DialectName", "NativeDialect", "PFormatDialect", "ToolDialect", "XmlDialect", "choose_dialect"),
+    "fabricating": ("FabricatingModel",),
     "fallible": ("FallibleModel",),
     "fakes": ("FunctionModel", "ModelFunction", "ModelRequest", "Reply", "ScriptedModel", "ToolCallSpec"),
     "http_retry": ("DEFAULT_TIMEOUT", "RetryPolicy", "Sleep"),

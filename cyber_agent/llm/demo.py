@@ -41,6 +41,8 @@ class _State:
     calls: list[tuple[str, dict[str, Any], str]] = field(default_factory=list)
     turn: int = 0
     all_user_text: str = ""
+    call_ids: list[str] = field(default_factory=list)
+    """The tool call id of each entry of `calls` (a report cites the call whose result it rests on)."""
 
     def results(self, name: str) -> list[str]:
         return [result for tool, _, result in self.calls if tool == name]
@@ -154,6 +156,7 @@ def _read_state(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> 
         elif message.get("role") == "tool" and message.get("tool_call_id") in pending:
             name, args = pending.pop(message["tool_call_id"])
             state.calls.append((name, args, str(message.get("content") or "")))
+            state.call_ids.append(str(message["tool_call_id"]))
     return state
 
 

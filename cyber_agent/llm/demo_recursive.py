@@ -177,14 +177,47 @@ def _child(state: Any, rows_of: Any, path: str | None) -> Step:
     if "agent" in state.tools and not state.made("agent"):
         briefs = [_region_brief(path, r) for r in regions]
         return "", [("agent", {"task_brief": briefs})]
-    totals = _accepted_outputs(state) if state.made("agent") else _totals(rows_of(reads[0]))
+    if state.made("agent"):
+        sources = _accepted_sources(state)
+        totals = {key: value for key, (value, _) in sources.items()}
+    else:
+        sources, totals = {}, _totals(rows_of(reads[0]))
     if not totals:
         return "", [("submit_report", {"outcome": "failed", "summary": "no region report was accepted"})]
-    outputs = [f"Region {r}: revenue {v:.2f}" for r, v in totals.items()]
+    read_id = state.call_ids[state.calls.index(next(c for c in state.calls if c[0] == "read_file"))]
+    claims = []
+    for name, value in totals.items():
+        text = f"Region {name}: revenue {value:.2f}"
+        cited: list[dict[str, Any]] = ([{"kind": "child_report", "trace_id": sources[name][1]}] if name in sources
+                                       else [_cited_sum(read_id, reads[0], rows_of, name)])
+        claims.append({"text": text, "evidence": cited})
     return "", [("submit_report", {
         "outcome": "completed", "summary": f"Revenue of {len(totals)} regions, each verified by its own validator",
-        "outputs": outputs, "evidence": ["each region was computed by a child whose report passed validation and my review"],
+        "claims": claims, "evidence": ["each region was computed by a child whose report passed validation and my review"],
     })]
+
+
+def _cited_sum(call_id: str, result: str, rows_of: Any, region: str) -> dict[str, Any]:
+    """A citation of a region's revenue: the read_file result, its first row of the region, and the sum over its rows."""
+    rows = [r for r in rows_of(result) if r["region"] == region]
+    first = next((line.strip() for line in result.splitlines() if f",{region}," in line), "")
+    quote = first.split(":", 1)[-1].strip() if first and ":" in first.split(",", 1)[0] else first
+    expression = " + ".join(f"{r['units']} * {r['unit_price']}" for r in rows) or "0"
+    return {"kind": "tool_result", "tool_call_id": call_id, "quote": quote, "expression": expression}
+
+
+def _accepted_sources(state: Any) -> dict[str, tuple[float, str]]:
+    """Per region: the total and the child that reported it, from the reports this agent accepted."""
+    accepted = {args.get("child_trace_id") for name, args, _ in state.calls if name == "review_task" and args.get("decision") == "accept"}
+    found: dict[str, tuple[float, str]] = {}
+    for name, _, result in state.calls:
+        if name not in ("agent", "review_task"):
+            continue
+        for block in _blocks(result):
+            if block["child"] in accepted:
+                outputs = _claims("\n".join(line for line in block["text"].splitlines() if "output:" in line))
+                found.update({region: (value, block["child"]) for region, value in outputs.items()})
+    return found
 
 
 def _leaf(state: Any, rows_of: Any, path: str, region: str) -> Step:
@@ -198,9 +231,11 @@ def _leaf(state: Any, rows_of: Any, path: str, region: str) -> Step:
         return "", [("read_file", args)]
     rows = [r for r in rows_of(reads[-1]) if r["region"] == region]
     total = sum(int(r["units"]) * float(r["unit_price"]) for r in rows)
+    read_ids = [state.call_ids[i] for i, c in enumerate(state.calls) if c[0] == "read_file"]
+    claim = {"text": f"Region {region}: revenue {total:.2f}", "evidence": [_cited_sum(read_ids[-1], reads[-1], rows_of, region)]}
     return "", [("submit_report", {
         "outcome": "completed", "summary": f"Region {region}: revenue {total:.2f} from {len(rows)} rows",
-        "outputs": [f"Region {region}: revenue {total:.2f}"],
+        "claims": [claim],
         "evidence": [f"summed units × unit_price over {len(rows)} rows of region {region} read from {path}"],
     })]
 

@@ -200,12 +200,17 @@ def _corrupted(response: LLMResponse, rng: random.Random) -> LLMResponse:
     report = next((c for c in response.tool_calls if c.name == "submit_report"), None)
     if report is not None:
         outputs = [str(o) for o in report.arguments.get("outputs") or []]
-        found = _RESULT.search("\n".join(outputs)) or _RESULT.search(str(report.arguments.get("summary") or ""))
+        claims = [dict(c) for c in report.arguments.get("claims") or []]
+        stated = "\n".join(outputs + [str(c.get("text", "")) for c in claims])
+        found = _RESULT.search(stated) or _RESULT.search(str(report.arguments.get("summary") or ""))
         if found is None:
             return response
         old, new = found.group(1), _wrong(found.group(1), rng)
+        # The claim's text changes; its citation still points at what the tool really returned.
         arguments = {**report.arguments, "outputs": [_swap(o, old, new) for o in outputs],
                      "summary": _swap(str(report.arguments.get("summary") or ""), old, new)}
+        if claims:
+            arguments["claims"] = [{**c, "text": _swap(str(c.get("text", "")), old, new)} for c in claims]
         calls = [c.model_copy(update={"arguments": arguments}) if c is report else c for c in response.tool_calls]
         return response.model_copy(update={"tool_calls": calls})
     if response.tool_calls or not response.content:

@@ -94,6 +94,10 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "trace_id": S, "validator_trace_id": S, "validation_index": I, "scope": S, "verdict": S, "summary": S,
         "criteria": I, "passed": I, "failed": I, "unknown": I, "created_at": TS,
     },
+    "claims": {
+        "trace_id": S, "validation_index": I, "claim_index": NI, "claim": S, "evidence": O, "check_verdict": S, "code": S,
+        "reason": S, "location": S, "excerpt": S, "report_verdict": S, "created_at": TS,
+    },
 }
 """Column name -> dtype of every frame of `TraceFrames`."""
 
@@ -172,6 +176,8 @@ class TraceFrames(RichDisplay):
     """Recursive mode: one row per criterion a Validator judged (empty for legacy)."""
     verdicts: pd.DataFrame
     """Recursive mode: one row per validation, its verdict and criteria counted (empty for legacy)."""
+    claims: pd.DataFrame
+    """Recursive mode: one row per claim an evidence check judged (`claim_index` empty for a whole-report signal)."""
 
     @property
     def roots(self) -> list[str]:
@@ -269,6 +275,7 @@ def frames_from_records(
         reports=_frame("reports", protocol_rows.report_rows(records, index, list(SCHEMAS["reports"]))),
         validations=_frame("validations", protocol_rows.validation_rows(records, list(SCHEMAS["validations"]))),
         verdicts=_frame("verdicts", protocol_rows.verdict_rows(records, list(SCHEMAS["verdicts"]))),
+        claims=_frame("claims", protocol_rows.claim_rows(records, list(SCHEMAS["claims"]))),
     )
 
 

@@ -13,7 +13,7 @@ from typing import Any
 from cyber_agent.notebook.frame_rows import Columns, TreeIndex, trace_role
 from cyber_agent.notebook.records import TraceRecord
 
-__all__ = ["report_rows", "validation_rows", "verdict_rows"]
+__all__ = ["claim_rows", "report_rows", "validation_rows", "verdict_rows"]
 
 
 def _columns(names: Sequence[str]) -> Columns:
@@ -95,4 +95,26 @@ def verdict_rows(records: Sequence[TraceRecord], names: Sequence[str]) -> Column
             }
             for name in names:
                 cols[name].append(values[name])
+    return cols
+
+
+def claim_rows(records: Sequence[TraceRecord], names: Sequence[str]) -> Columns:
+    """One row per claim (or whole-report signal) an evidence check judged: text, citations, verdict, reason, location."""
+    cols = _columns(names)
+    for record in records:
+        for number, validation in enumerate(_protocol(record).get("validations") or []):
+            if not isinstance(validation, dict) or validation.get("scope") != "evidence":
+                continue
+            for item in validation.get("claims") or []:
+                if not isinstance(item, dict):
+                    continue
+                values = {
+                    "trace_id": validation.get("target_trace_id") or record.trace_id, "validation_index": number,
+                    "claim_index": item.get("claim"), "claim": item.get("text"), "evidence": list(item.get("evidence") or []),
+                    "check_verdict": item.get("verdict"), "code": item.get("code"), "reason": item.get("reason"),
+                    "location": item.get("location"), "excerpt": item.get("excerpt"),
+                    "report_verdict": validation.get("verdict"), "created_at": validation.get("created_at"),
+                }
+                for name in names:
+                    cols[name].append(values[name])
     return cols

@@ -6,8 +6,8 @@ state lives in one IntSlider (the single source of truth; the buttons only move 
 body is rendered by assigning `HTML.value` — never `with out:`, which only a frontend can
 capture — so headless tests can click and assert.
 
-Order: a trace's brief, then its children's steps, then each round of report → criterion
-verdicts → the parent's review (a report sent back with `revise` and submitted again is a new
+Order: a trace's brief, then its children's steps, then each round of report → evidence check
+per claim (its verdict, reason and cited excerpt) → criterion verdicts → the parent's review (a report sent back with `revise` and submitted again is a new
 round, read from the child's `submit_report` calls and the parent's review list). A recursive
 root shows its anchor first and, last, its candidate answers with the root validator's verdicts.
 `jump_to(trace_id)` and the trace picker move to a trace's first step; `filter_verdict("fail")`
@@ -20,6 +20,8 @@ import html
 import textwrap
 from dataclasses import dataclass
 from typing import Any
+
+import pandas as pd
 
 from cyber_agent.notebook.display import RichDisplay
 from cyber_agent.notebook.frames import TraceFrames, to_frames
@@ -100,10 +102,46 @@ def _report_item(who: str, trace_id: str, report: dict[str, Any], number: int, c
     if root:  # a candidate answer is multi-line: its first line is the title, the rest the body
         first, *rest = summary.splitlines() or [""]
         return StepItem(kind="report", trace_id=trace_id, title=f"{who} · {which}: {first}", lines=tuple(rest), round=number)
-    lines = [f"output: {o}" for o in _items(report.get("outputs"))] + [f"evidence: {e}" for e in _items(report.get("evidence"))]
+    claimed = [c for c in report.get("claims") or [] if isinstance(c, dict)] if not _items(report.get("outputs")) else []
+    lines = [f"output: {o}" for o in _items(report.get("outputs"))] + [f"claim: {_text(c.get('text'))}" for c in claimed]
+    lines += [f"evidence: {e}" for e in _items(report.get("evidence"))]
     lines += [f"open issue: {i}" for i in _items(report.get("open_issues"))]
     return StepItem(kind="report", trace_id=trace_id, title=f"{who} · {which} ({outcome}): {summary}", lines=tuple(lines),
                     round=number)
+
+
+def _rounds(groups: list[Any]) -> list[list[Any]]:
+    """Validations grouped per report: an evidence check and the validator verdict that followed it (if it passed)."""
+    rounds: list[list[Any]] = []
+    for group in groups:
+        scope = group["scope"].iloc[0]
+        last = rounds[-1] if rounds else None
+        joins = (scope != "evidence" and last is not None and len(last) == 1 and last[0]["scope"].iloc[0] == "evidence"
+                 and last[0]["verdict"].iloc[0] != "fail")
+        if joins and last is not None:
+            last.append(group)
+        else:
+            rounds.append([group])
+    return rounds
+
+
+def _claim_items(who: str, trace_id: str, claims: Any, index: int, number: int) -> list[StepItem]:
+    """One step per claim of an evidence check: its verdict, the reason, and the excerpt it cites."""
+    out = []
+    for row in claims[claims["validation_index"] == index].itertuples(index=False):
+        verdict = row.check_verdict if isinstance(row.check_verdict, str) else None
+        what = f"claim {int(row.claim_index) + 1}: {row.claim}" if pd.notna(row.claim_index) else f"whole report: {row.claim}"
+        lines = [f"{row.code}: {_text(row.reason)}"]
+        if isinstance(row.location, str) and row.location:
+            lines.append(f"cites {row.location}")
+        if isinstance(row.excerpt, str) and row.excerpt:
+            lines.append(f"cited excerpt: {row.excerpt}")
+        out.append(StepItem(kind="validation", trace_id=trace_id, title=f"{who} · evidence check: {verdict} — {what}",
+                            lines=tuple(lines), verdict=verdict, round=number))
+    if not out:
+        out.append(StepItem(kind="validation", trace_id=trace_id, title=f"{who} · evidence check: no claims to check",
+                            verdict="unknown", round=number))
+    return out
 
 
 def protocol_items(frames: TraceFrames) -> list[StepItem]:
@@ -146,7 +184,8 @@ def protocol_items(frames: TraceFrames) -> list[StepItem]:
     def closing(trace: Any, *, is_root: bool) -> list[StepItem]:
         who, row = trace.label, reports.get(trace.trace_id)
         checks = frames.validations[frames.validations["trace_id"] == trace.trace_id]
-        by_round = [group for _, group in checks.groupby("validation_index", sort=True)]
+        by_round = _rounds([group for _, group in checks.groupby("validation_index", sort=True)])
+        claims = frames.claims[frames.claims["trace_id"] == trace.trace_id]
         if row is not None:
             final = {"outcome": row.outcome, "summary": row.summary, "outputs": row.outputs, "evidence": row.evidence,
                      "open_issues": row.open_issues} if isinstance(row.outcome, str) else None
@@ -163,8 +202,11 @@ def protocol_items(frames: TraceFrames) -> list[StepItem]:
             if k < len(submitted):
                 out.append(_report_item(who, trace.trace_id, submitted[k], number, len(submitted),
                                         root=row is None))
-            if k < len(by_round):
-                for check in by_round[k].itertuples(index=False):
+            for group in by_round[k] if k < len(by_round) else []:
+                if group["scope"].iloc[0] == "evidence":
+                    out += _claim_items(who, trace.trace_id, claims, int(group["validation_index"].iloc[0]), number)
+                    continue
+                for check in group.itertuples(index=False):
                     criterion = check.criterion if isinstance(check.criterion, str) else "(no criteria)"
                     verdict = check.criterion_verdict if isinstance(check.criterion_verdict, str) else check.verdict
                     evidence = _text(check.criterion_evidence)

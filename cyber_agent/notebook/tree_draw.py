@@ -45,6 +45,8 @@ STATUS_COLORS: dict[str, str] = {
     "pending_review": "#bcbd22", "pending": "#c7c7c7", "abandoned": "#7f7f7f", FOLDED_ROLE: "#e4e4e4",
 }
 """Fill colour of a node by status (traces, goals, count nodes)."""
+UNSUPPORTED_COLOR = "#d62728"
+"""The cross on a child whose report had claims the evidence check found unsupported."""
 VERDICT_COLORS: dict[str, str] = {"pass": "#2ca02c", "fail": "#d62728", "unknown": "#e7ba52"}
 """A validator's fill and a judged trace's ring, by verdict (a node's `verdict` attribute)."""
 ROLE_MARKERS: dict[str, str] = {
@@ -205,7 +207,13 @@ def draw_tree(
     else:
         ax.set_xlim(min(xs) - 0.6, max(xs) + 0.6)
         ax.set_ylim(min(ys) - 0.75, max(ys) + 0.35)
-    _legend(ax, statuses, roles, verdicts, marker_of)
+    # A child whose report had claims the evidence check did not find support for wears a red cross.
+    flagged = [c for node, c in zip(nodes, coords) if graph.nodes[node].get("unsupported_claims")]
+    if flagged:
+        dx, dy = (0.18, 0.18)
+        ax.scatter([x + dx for x, _ in flagged], [y + dy for _, y in flagged], marker="X", s=_marker_size(n, leaf, fold) * 0.45,
+                   c=UNSUPPORTED_COLOR, edgecolors="white", linewidths=0.5, zorder=4)
+    _legend(ax, statuses, roles, verdicts, marker_of, unsupported=bool(flagged))
     if title:
         ax.set_title(title, fontsize=10, loc="left")
     return fig
@@ -261,7 +269,8 @@ def _node_colors(statuses: list[str], roles: list[str], verdicts: list[Any], hid
     return fills, edges, widths
 
 
-def _legend(ax: Any, statuses: list[str], roles: list[str], verdicts: list[Any], marker_of: dict[str, str]) -> None:
+def _legend(ax: Any, statuses: list[str], roles: list[str], verdicts: list[Any], marker_of: dict[str, str], *,
+            unsupported: bool = False) -> None:
     shown = [s for s, r, v in zip(statuses, roles, verdicts)
              if s != FOLDED_ROLE and not (r == "validator" and v in VERDICT_COLORS and s not in _ENDED_BADLY)]
     handles = [Line2D([], [], ls="", marker="o", ms=8, mfc=STATUS_COLORS.get(s, _UNKNOWN_COLOR), mec="#333333", label=s)
@@ -272,6 +281,8 @@ def _legend(ax: Any, statuses: list[str], roles: list[str], verdicts: list[Any],
     handles += [Line2D([], [], ls="", marker=marker_of[r], ms=8, mfc=STATUS_COLORS[FOLDED_ROLE] if r == FOLDED_ROLE else "white",
                        mec="#333333", label="folded (+N)" if r == FOLDED_ROLE else r.replace("_", " "))
                 for r in dict.fromkeys(roles)]
+    if unsupported:
+        handles.append(Line2D([], [], ls="", marker="X", ms=8, mfc=UNSUPPORTED_COLOR, mec="white", label="unsupported claims"))
     if handles:
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False,
                   title="status / verdict / role" if any(verdicts) else "status / role", title_fontsize=8,

@@ -75,11 +75,14 @@ def trace_graph(source: StoreSource | TraceFrames, root_trace_id: str) -> nx.DiG
     """Return the tree of traces under `root_trace_id` (agents and validators) as a DiGraph.
 
     Node attributes: `status`, `role`, `agent_type`, `depth`, `tokens`, `cost`, `messages`, `task`,
-    `is_validator`, and from `cyber_agent/notebook/tree_labels.py:trace_texts` the unique `path`, the
-    `title`, the `objective`, the `verdict` (and a validator's `checks`); `label` is what a drawing prints.
+    `is_validator`, `unsupported_claims` (claims and report signals its evidence checks failed), and from
+    `cyber_agent/notebook/tree_labels.py:trace_texts` the unique `path`, the `title`, the `objective`, the
+    `verdict` (and a validator's `checks`); `label` is what a drawing prints.
     """
     frames, texts = tree_frames(source, root_trace_id)
     traces = frames.traces.sort_values("position", kind="stable")
+    failed = frames.claims[frames.claims["check_verdict"] == "fail"]
+    unsupported = failed.groupby("trace_id").size().to_dict() if len(failed) else {}
     graph = nx.DiGraph(root=root_trace_id)
     for row in traces.itertuples(index=False):
         text = texts[row.trace_id]
@@ -90,6 +93,7 @@ def trace_graph(source: StoreSource | TraceFrames, root_trace_id: str) -> nx.DiG
             tokens=int(row.total_tokens), cost=float(row.total_cost), messages=int(row.total_messages),
             label="\n".join(line for line in lines if line), task=row.task, is_validator=bool(row.is_validator),
             path=text.path, title=text.title, objective=text.objective, verdict=text.verdict, checks=text.checks,
+            unsupported_claims=int(unsupported.get(row.trace_id, 0)),
         )
         if row.trace_id != root_trace_id and row.parent_trace_id in graph:
             graph.add_edge(row.parent_trace_id, row.trace_id)

@@ -8,6 +8,8 @@ Modules: `mode` (legacy vs recursive policy), `tool_rights` (which tools a run m
 `briefs` (the context boundary: what a child receives), `state` (reads and writes of
 `Trace.protocol`), `delegation` (children from briefs), `validation` (independent validators),
 `flow` (what a final text means per role), `web_evidence` (search and SSRF-safe fetching),
+`claims` (claims with citations: what a text states) and `evidence_check` (the deterministic
+check of a report's claims against the persisted tree, before any validator),
 `ports` (what the protocol asks of the runner), and the tools: `agent_tool` (`agent`),
 `report_tools` (`submit_report`, `review_task`, `read_context_ref`, the validator's tools),
 `web_tools` (`web_search`, `fetch_page`).

@@ -136,5 +136,7 @@ def build_child_task_message(*, brief: TaskBrief, anchor: RootTaskAnchor | None,
     if refs:
         lines += ["", "# Context refs granted to you (read with read_context_ref)"]
         lines += [f"- {ref_id}: {ref.title} ({ref.kind}, {ref.chars} chars)" for ref_id, ref in refs.items()]
-    lines += ["", "When done, call submit_report with outcome, summary, outputs, evidence and open_issues."]
+    lines += ["", "When done, call submit_report with outcome, summary, claims, evidence and open_issues. Each claim cites "
+              "its evidence (a tool call id and the quoted span of its result, a child's report, a message): a "
+              "deterministic check verifies every citation before the validator reads the report."]
     return "\n".join(lines)

@@ -19,6 +19,7 @@ from typing import Any
 
 from cyber_agent.errors import BudgetExceededError, ToolError, ToolRefusedError
 from cyber_agent.protocol.briefs import build_child_task_message, grant_context_refs, normalize_task_brief, task_briefs_match
+from cyber_agent.protocol.evidence_check import check_report
 from cyber_agent.protocol.mode import MAX_CHILDREN_PER_PARENT
 from cyber_agent.protocol.ports import ChildResult, ChildSetup, ChildSpec, Completion, protocol_runner
 from cyber_agent.protocol.state import append_validation, report_changes, update_protocol
@@ -62,13 +63,21 @@ async def _finish_child(ctx: ToolContext, child_id: str, brief: TaskBrief) -> di
         reason = child.error_message or f"the child ended {child.status} without a report"
         report = TaskReport(outcome="failed", summary=reason, submitted_by="runner")
         changes = report_changes(report)  # stored with its verdict: one write of the child
+    evidence: ValidationResult | None = None
     if report.outcome == "failed" and report.submitted_by == "runner":
         validation = ValidationResult(scope="criteria", target_trace_id=child_id, verdict="fail", summary=report.summary)
         child = await append_validation(store, child_id, validation, **changes)
     else:
-        validation = await run_validation(runner, target=child, scope="criteria", criteria=brief.completion_criteria,
-                                          report=report, answer=None)
-    return {"trace_id": child_id, "status": child.status, "report": report, "validation": validation}
+        # The deterministic evidence check runs first and is recorded as its own validation; a
+        # failed check fails the report without a validator call.
+        evidence = await check_report(store, child, report)
+        if evidence.verdict == "fail":
+            validation = evidence
+            child = await append_validation(store, child_id, evidence)
+        else:  # recorded with the validator's result, in the same write
+            validation = await run_validation(runner, target=child, scope="criteria", criteria=brief.completion_criteria,
+                                              report=report, answer=None, evidence=evidence)
+    return {"trace_id": child_id, "status": child.status, "report": report, "validation": validation, "evidence": evidence}
 
 
 async def _failed_outcome(ctx: ToolContext, child_id: str, exc: Exception, *, created: bool) -> dict[str, Any]:
@@ -107,6 +116,9 @@ def render_outcome(outcome: dict[str, Any]) -> str:
     if report.open_issues:
         lines += [f"  open issue: {item}" for item in report.open_issues]
     lines.append(render_validation(outcome["validation"]))
+    evidence: ValidationResult | None = outcome.get("evidence")
+    if evidence is not None and evidence is not outcome["validation"]:
+        lines.append(f"Evidence check [evidence]: {evidence.verdict} — {evidence.summary}")
     return "\n".join(lines)
 
 

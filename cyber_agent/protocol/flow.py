@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from cyber_agent.errors import RunError
+from cyber_agent.protocol.claims import claims_from_text
 from cyber_agent.protocol.mode import AgentPolicy
 from cyber_agent.protocol.ports import ProtocolRunner
 from cyber_agent.protocol.state import report_changes
@@ -84,7 +85,8 @@ async def on_final_text(runner: ProtocolRunner, prepared: RunView, text: str, *,
     if trace.parent_trace_id is not None:
         # Nothing is acknowledged between the report and the end of the run: the runner stores the
         # report with the final status, and a run that dies before that gets a runner-written report.
-        report = TaskReport(outcome="partial", summary=text.strip() or "(empty answer)", submitted_by="implicit")
+        report = TaskReport(outcome="partial", summary=text.strip()[:4000] or "(empty answer)", submitted_by="implicit",
+                            claims=claims_from_text(text))
         return FinalTextDecision(finish=("completed", text, None), protocol=report_changes(report))
     anchor = trace.root_setup.anchor if trace.root_setup is not None else None
     if anchor is None:

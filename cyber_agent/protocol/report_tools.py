@@ -7,7 +7,9 @@ through `cyber_agent/protocol/delegation.py:continue_child`.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -15,6 +17,7 @@ from pydantic import BaseModel, Field
 from cyber_agent.errors import ToolError
 from cyber_agent.protocol.delegation import continue_child
 from cyber_agent.protocol.state import append_review, store_report, update_protocol
+from cyber_agent.trace.claim_records import Claim
 from cyber_agent.tools.context import ToolContext
 from cyber_agent.tools.registry import ToolRegistry
 from cyber_agent.trace.models import Trace
@@ -68,17 +71,22 @@ async def _same_tree(ctx: ToolContext, trace_id: str, mine: Trace | None = None)
 async def submit_report(
     ctx: ToolContext, outcome: Literal["completed", "partial", "failed"], summary: str,
     outputs: list[str] | None = None, artifacts: list[ArtifactInput] | None = None,
-    evidence: list[str] | None = None, open_issues: list[str] | None = None,
+    evidence: list[str] | None = None, open_issues: list[str] | None = None, claims: list[Claim] | None = None,
 ) -> str:
     """Submit your TaskReport to your parent; your run ends after this call.
 
     Args:
         outcome: completed, partial or failed.
         summary: The result in a few sentences.
-        outputs: The concrete results (numbers, findings), one per item.
+        outputs: The concrete results (numbers, findings), one per item (or give claims instead).
         artifacts: Messages of your own trace that hold the material (usually tool results).
         evidence: How you know: what in your trajectory supports each output.
         open_issues: What is left or doubtful.
+        claims: Each result with its citations: {"text": ..., "evidence": [{"kind": "tool_result",
+            "tool_call_id": ..., "quote": "exact span of the result"}, {"kind": "child_report",
+            "trace_id": child}, {"kind": "message", "sequence": n}, {"kind": "artifact", "path": ...}]};
+            an arithmetic result cites the tool result its numbers come from with "expression".
+            A deterministic check verifies every citation before the validator reads the report.
     """
     refs = []
     for item in artifacts or []:
@@ -90,13 +98,36 @@ async def submit_report(
             raise ToolError(f"artifact {item.message_id!r} does not exist")
         refs.append(ArtifactRef(message_id=item.message_id, title=item.title,
                                 sha256=hashlib.sha256(message.text.encode()).hexdigest()))
+    cited = [await _hashed(ctx, claim) for claim in claims or []]
     try:
         report = TaskReport(outcome=outcome, summary=summary, outputs=outputs or [], artifacts=refs,
-                            evidence=evidence or [], open_issues=open_issues or [], submitted_by="tool")
+                            evidence=evidence or [], open_issues=open_issues or [], submitted_by="tool", claims=cited)
     except ValueError as exc:
         raise ToolError(f"invalid report: {exc}") from None
     await store_report(ctx.store, ctx.trace_id, report, ends_run=True)
     return "Report submitted; an independent validator will check it against your trajectory. Your run ends here."
+
+
+def _file_bytes(path: Path) -> bytes | None:
+    path = path.resolve()
+    return path.read_bytes() if path.is_file() else None
+
+
+async def _hashed(ctx: ToolContext, claim: Claim) -> Claim:
+    """The claim with each artifact citation's sha256 as of now (the evidence check compares it later)."""
+    refs = []
+    for ref in claim.evidence:
+        if ref.kind == "artifact":
+            digest = ""
+            if ref.message_id:
+                message = await ctx.store.get_message(ref.message_id)
+                digest = hashlib.sha256(message.text.encode()).hexdigest() if message is not None else ""
+            elif ref.path:
+                data = await asyncio.to_thread(_file_bytes, ctx.workspace / ref.path)
+                digest = hashlib.sha256(data).hexdigest() if data is not None else ""
+            ref = ref.model_copy(update={"sha256": digest})
+        refs.append(ref)
+    return claim.model_copy(update={"evidence": refs})
 
 
 async def review_task(ctx: ToolContext, child_trace_id: str, decision: ReviewDecision, feedback: str = "") -> str:

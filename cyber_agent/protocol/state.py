@@ -78,10 +78,15 @@ async def store_report(store: TraceStore, trace_id: str, report: TaskReport, *, 
     return await update_protocol(store, trace_id, **report_changes(report, ends_run=ends_run))
 
 
-async def append_validation(store: TraceStore, trace_id: str, result: ValidationResult, **changes: Any) -> Trace:
-    """Record a validation result on the validated trace, with any other `changes` of the same step, in one write."""
+async def append_validation(store: TraceStore, trace_id: str, result: ValidationResult, *,
+                            checked: ValidationResult | None = None, **changes: Any) -> Trace:
+    """Record a validation result on the validated trace, with any other `changes` of the same step, in one write.
+
+    `checked` is the evidence check that ran before the validator; it is recorded just before `result`.
+    """
     trace = await _current(store, trace_id)
-    return await _write(store, trace, {**changes, "validations": [*trace.protocol.validations, result]})
+    added = [checked, result] if checked is not None else [result]
+    return await _write(store, trace, {**changes, "validations": [*trace.protocol.validations, *added]})
 
 
 async def append_review(

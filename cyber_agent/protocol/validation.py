@@ -14,6 +14,7 @@ import asyncio
 import json
 from typing import Any
 
+from cyber_agent.protocol.evidence_check import render_evidence
 from cyber_agent.protocol.ports import ChildSetup, ChildSpec, ProtocolRunner
 from cyber_agent.protocol.state import append_validation
 from cyber_agent.protocol.tool_rights import VALIDATOR_TOOLS
@@ -28,7 +29,7 @@ VALIDATOR_MAX_ITERATIONS = 12
 
 
 def _validation_task(target: Trace, scope: ValidationScope, criteria: list[str], report: TaskReport | None, answer: str | None,
-                     web: bool = False) -> str:
+                     web: bool = False, evidence: ValidationResult | None = None) -> str:
     lines = [
         f"# Validation ({scope})",
         f"Target trace: {target.trace_id}",
@@ -41,6 +42,9 @@ def _validation_task(target: Trace, scope: ValidationScope, criteria: list[str],
         "Completion criteria:",
     ]
     lines += [f"{i}. {c}" for i, c in enumerate(criteria, start=1)]
+    if evidence is not None:
+        # What the deterministic check already verified, with the cited excerpts: less to read.
+        lines += ["", render_evidence(evidence)]
     if report is not None:
         lines += ["", "Report (claim):", json.dumps(report.model_dump(mode="json"), ensure_ascii=False, indent=1)]
     if answer is not None:
@@ -59,9 +63,9 @@ def _unknown(target: Trace, scope: ValidationScope, criteria: list[str], summary
 
 async def run_validation(
     runner: ProtocolRunner, *, target: Trace, scope: ValidationScope, criteria: list[str],
-    report: TaskReport | None, answer: str | None,
+    report: TaskReport | None, answer: str | None, evidence: ValidationResult | None = None,
 ) -> ValidationResult:
-    """Run one validator trace on `target` and record its result on the target."""
+    """Run one validator trace on `target` and record its result on the target (`evidence`: the check's findings)."""
     store = runner.trace_store
     root_id = target.root_id
     root = target if root_id == target.trace_id else await store.get_trace(root_id)
@@ -69,12 +73,12 @@ async def run_validation(
     # the result (one write of the target, not two).
     async with runner.lock(f"validation:{target.trace_id}"):
         return await _validate(runner, target=target, scope=scope, criteria=criteria, report=report, answer=answer,
-                               root=root)
+                               root=root, evidence=evidence)
 
 
 async def _validate(
     runner: ProtocolRunner, *, target: Trace, scope: ValidationScope, criteria: list[str], report: TaskReport | None,
-    answer: str | None, root: Trace | None,
+    answer: str | None, root: Trace | None, evidence: ValidationResult | None = None,
 ) -> ValidationResult:
     store = runner.trace_store
     setup = root.root_setup if root is not None else None
@@ -104,7 +108,7 @@ async def _validate(
         run = await runner.run_child(ChildSpec(
             parent_trace_id=target.trace_id, trace_id=validator_id, agent_type="validator", inherit=snapshot_config,
             overrides={"model": model, "max_iterations": VALIDATOR_MAX_ITERATIONS}, setup=child, events=False,
-            messages=[{"role": "user", "content": _validation_task(target, scope, criteria, report, answer, web)}],
+            messages=[{"role": "user", "content": _validation_task(target, scope, criteria, report, answer, web, evidence)}],
         ))
         submitted = run.trace.protocol.validation
         if submitted is not None:
@@ -121,7 +125,7 @@ async def _validate(
     result = result.model_copy(update={
         "criteria": aligned, "verdict": aggregate_verdict([c.verdict for c in aligned]), "validator_trace_id": validator_id,
     })
-    await append_validation(store, target.trace_id, result, validator_count=count)
+    await append_validation(store, target.trace_id, result, checked=evidence, validator_count=count)
     return result
 
 
@@ -130,6 +134,10 @@ def render_validation(result: ValidationResult) -> str:
     lines = [f"Validation [{result.scope}] verdict: {result.verdict} (validator {result.validator_trace_id})"]
     for index, item in enumerate(result.criteria, start=1):
         lines.append(f"  {index}. [{item.verdict}] {item.criterion} — {item.evidence}")
+    for number, verdict in enumerate(result.claims, start=len(result.criteria) + 1):  # scope evidence: per claim
+        head = f"claim {verdict.claim + 1}" if verdict.claim is not None else "whole report"
+        where = f" @ {verdict.location}" if verdict.location else ""
+        lines.append(f"  {number}. [{verdict.verdict}] {head}: {verdict.text} — {verdict.code}: {verdict.reason}{where}")
     if result.summary:
         lines.append(f"  summary: {result.summary}")
     return "\n".join(lines)

@@ -11,10 +11,11 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationInfo, field_validator, model_serializer, model_validator
 
+from cyber_agent.trace.claim_records import MAX_CLAIMS, Claim, ClaimVerdict
 from cyber_agent.trace.clock import utc_now
 
 __all__ = [
@@ -151,6 +152,33 @@ class TaskReport(BaseModel):
     """What is left or doubtful."""
     submitted_by: Literal["tool", "implicit", "runner"] = "tool"
     """`tool`: submit_report; `implicit`: a final text turned into a report; `runner`: stop/failure."""
+    claims: list[Claim] = Field(default_factory=list, max_length=MAX_CLAIMS)
+    """The results with their citations (`trace/claim_records.py`); `outputs` holds their texts."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _claims_of_old_reports(cls, data: Any) -> Any:
+        # A report written before claims existed (or given only outputs) gets one uncited claim per
+        # output; one given only claims gets their texts as outputs. Stored fields stay as they were.
+        if not isinstance(data, dict):
+            return data
+        outputs, claims = data.get("outputs") or [], data.get("claims") or []
+        if outputs and not claims:
+            return {**data, "claims": [{"text": str(o)[:1000]} for o in outputs if str(o).strip()][:MAX_CLAIMS]}
+        if claims and not outputs:
+            texts = [c.text if isinstance(c, Claim) else str(dict(c).get("text", "")) for c in claims]
+            return {**data, "outputs": [t for t in texts if t.strip()]}
+        return data
+
+    @model_serializer(mode="wrap")
+    def _without_derived_claims(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Claims the before-validator would derive again (uncited, one per output) are not written:
+        # a report without citations is stored exactly as before claims existed.
+        data = handler(self)
+        derived = [str(o)[:1000] for o in self.outputs if str(o).strip()][:MAX_CLAIMS]
+        if isinstance(data, dict) and all(not c.evidence for c in self.claims) and [c.text for c in self.claims] == derived:
+            data.pop("claims", None)
+        return data
 
 
 class CriterionVerdict(BaseModel):
@@ -174,6 +202,16 @@ class ValidationResult(BaseModel):
     """Aggregate: fail if any criterion fails, pass if all pass, else unknown."""
     criteria: list[CriterionVerdict] = Field(default_factory=list)
     summary: str = ""
+    claims: list[ClaimVerdict] = Field(default_factory=list)
+    """Scope `evidence`: the verdict per claim and per whole-report signal, with reason and location."""
+
+    @model_serializer(mode="wrap")
+    def _without_empty_claims(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # A validator's result has no per-claim verdicts: it is stored exactly as before they existed.
+        data = handler(self)
+        if isinstance(data, dict) and not self.claims:
+            data.pop("claims", None)
+        return data
     created_at: datetime = Field(default_factory=utc_now)
 
 

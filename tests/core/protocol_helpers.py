@@ -262,6 +262,11 @@ def protocol(trace: Trace) -> dict[str, Any]:
     return trace.protocol.model_dump(mode="json")
 
 
+def judged(trace: Trace) -> list[dict[str, Any]]:
+    """The trace's validations by validator traces (and runner verdicts), without the evidence checks before them."""
+    return [v for v in protocol(trace)["validations"] if v["scope"] != "evidence"]
+
+
 async def run_root(runner: AgentRunner, config: RunConfig | None = None, task: str = ROOT_TASK):
     """Run a new recursive root to the end."""
     return await runner.run_result([{"role": "user", "content": task}], config or recursive_config())

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from protocol_helpers import (
+    judged,
     ANCHOR,
     ROOT_ID,
     brief,
@@ -83,7 +84,7 @@ async def test_five_levels_complete_with_reviews_and_validations_at_every_level(
         assert child.status == "completed"
         assert [(r["child_trace_id"], r["decision"]) for r in protocol(parent)["reviews"]] == [(child.trace_id, "accept")]
         assert protocol(parent)["pending_reviews"] == []
-        (validation,) = protocol(child)["validations"]
+        (validation,) = judged(child)
         assert validation["verdict"] == "pass" and validation["scope"] == "criteria"
         assert len(await validators_of(brain.store, child.trace_id)) == 1
     (root_validation,) = protocol(traces[0])["validations"]

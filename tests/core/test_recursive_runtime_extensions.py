@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from protocol_helpers import (
+    judged,
     ROOT_ID,
     call,
     calls_of,
@@ -87,7 +88,7 @@ async def test_a_criteria_validator_cannot_use_the_reserve_and_yields_unknown(mo
     brain = new_brain(levels=1)
     result = await run_root(make_runner(brain), rooted())
     (child,) = await children_of(brain.store, ROOT_ID)
-    (validation,) = protocol(child)["validations"]
+    (validation,) = judged(child)
     assert validation["verdict"] == "unknown"
     assert "llm_calls" in validation["summary"]
     (validator,) = await validators_of(brain.store, child.trace_id)
@@ -108,7 +109,7 @@ async def test_validator_tool_calls_are_budgeted_and_an_exhausted_validator_neve
     brain.hooks = {"validator": validator}
     await run_root(make_runner(brain), rooted())
     (child,) = await children_of(brain.store, ROOT_ID)
-    (validation,) = protocol(child)["validations"]
+    (validation,) = judged(child)
     assert validation["verdict"] == "unknown"
     assert "validation_tool_calls" in validation["summary"]
     usage = await brain.store.get_resource_usage(ROOT_ID)

@@ -6,6 +6,7 @@ import hashlib
 
 import pytest
 from protocol_helpers import (
+    judged,
     ROOT_ID,
     call,
     calls_of,
@@ -75,10 +76,10 @@ async def test_read_artifact_reports_a_hash_mismatch_when_the_message_changed(wo
     (trace,) = await children_of(brain.store, ROOT_ID)
     if tamper:
         assert "HASH MISMATCH" in seen["artifact"] and "checksum: 1111" in seen["artifact"]
-        assert protocol(trace)["validations"][0]["verdict"] == "fail"
+        assert judged(trace)[0]["verdict"] == "fail"
     else:
         assert "HASH MISMATCH" not in seen["artifact"] and "checksum: 7781" in seen["artifact"]
-        assert protocol(trace)["validations"][0]["verdict"] == "pass"
+        assert judged(trace)[0]["verdict"] == "pass"
 
 
 async def test_artifacts_and_trajectories_of_another_tree_are_refused(workspace):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from protocol_helpers import (
+    judged,
     ROOT_ID,
     brief,
     call,
@@ -48,7 +49,7 @@ async def test_validators_are_sub_traces_of_what_they_judge_and_count_for_calls_
         assert validator.protocol.validator.scope == scope
         assert validator.protocol.validator.target_trace_id == target.trace_id
         assert validator.lineage.root_trace_id == ROOT_ID
-    assert protocol(child)["validations"][0]["validator_trace_id"] == child_validator.trace_id
+    assert judged(child)[0]["validator_trace_id"] == child_validator.trace_id
     assert protocol(result.trace)["validations"][0]["validator_trace_id"] == root_validator.trace_id
     agents_only = await brain.store.list_traces(parent_trace_id=ROOT_ID, created_by_tool="agent")
     assert [t.trace_id for t in agents_only] == [child.trace_id]
@@ -79,7 +80,7 @@ async def test_each_criterion_gets_a_verdict_and_the_aggregate_follows(verdicts,
                                    [{"criterion": 1, "verdict": "pass"}, {"criterion": 2, "verdict": "pass"}])
     await run_root(make_runner(brain), rooted())
     (child,) = await children_of(brain.store, ROOT_ID)
-    (validation,) = protocol(child)["validations"]
+    (validation,) = judged(child)
     assert validation["verdict"] == aggregate
     assert [c["criterion"] for c in validation["criteria"]] == THREE["completion_criteria"]
     assert [c["verdict"] for c in validation["criteria"]] == per_criterion
@@ -110,7 +111,7 @@ async def test_a_verdict_for_a_criterion_that_does_not_exist_is_refused():
     await run_root(make_runner(brain), rooted())
     assert "criterion 4 does not exist" in refusals[0]
     (child,) = await children_of(brain.store, ROOT_ID)
-    assert protocol(child)["validations"][0]["verdict"] == "pass"
+    assert judged(child)[0]["verdict"] == "pass"
 
 
 @pytest.mark.parametrize("failure", ["crash", "provider-error", "no-submission"])
@@ -129,7 +130,7 @@ async def test_a_validator_that_fails_to_judge_yields_unknown_never_pass(failure
     brain.hooks = {"validator": validator}
     await run_root(make_runner(brain), rooted())
     (child,) = await children_of(brain.store, ROOT_ID)
-    (validation,) = protocol(child)["validations"]
+    (validation,) = judged(child)
     assert validation["verdict"] == "unknown"
     assert {c["verdict"] for c in validation["criteria"]} == {"unknown"}
     (validator_trace,) = await validators_of(brain.store, child.trace_id)
@@ -184,7 +185,7 @@ async def test_the_validator_judges_the_persisted_trajectory_not_the_self_descri
     assert "(read_file): MAGIC-1234" in seen["trajectory"]
     assert "submit_report" in seen["trajectory"]
     (child_trace,) = await children_of(brain.store, ROOT_ID)
-    assert protocol(child_trace)["validations"][0]["verdict"] == "fail"
+    assert judged(child_trace)[0]["verdict"] == "fail"
 
 
 async def test_validator_models_are_frozen_when_the_root_is_created(monkeypatch):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from protocol_helpers import (
+    judged,
     ROOT_ID,
     brief,
     call,
@@ -71,7 +72,7 @@ async def test_the_deepest_report_is_rejected_by_its_validator_then_revised_and_
     assert result.status == "completed"
     traces = await chain(brain.store, ROOT_ID)
     d4, d5 = traces[4], traces[5]
-    first, second = protocol(d5)["validations"]
+    first, second = judged(d5)
     assert first["verdict"] == "fail"
     assert [c["verdict"] for c in first["criteria"]] == ["pass", "fail"]
     assert first["criteria"][1]["evidence"] == "no checksum=NNNN in the latest report"
@@ -96,7 +97,7 @@ async def test_every_level_accepts_and_the_root_result_is_independently_validate
     assert len(traces) == 6
     for parent, child in zip(traces[:4], traces[1:4]):
         assert [r["decision"] for r in protocol(parent)["reviews"]] == ["accept"]
-        assert [v["verdict"] for v in protocol(child)["validations"]] == ["pass"]
+        assert [v["verdict"] for v in judged(child)] == ["pass"]
     assert all(protocol(t)["pending_reviews"] == [] for t in traces[:5])
     (root_validator,) = await validators_of(brain.store, ROOT_ID)
     assert root_validator.protocol.validator.scope == "root"

@@ -82,7 +82,7 @@ async def test_a_validation_writes_its_target_once_with_the_count_and_the_result
     store, root = await _run(TreeModel({ROOT: [delegate(brief("A"))]}))
     child = await trace_by_objective(store, "A")
     protocol = child.protocol.model_dump(mode="json")
-    assert protocol["validator_count"] == 1 and [v["verdict"] for v in protocol["validations"]] == ["pass"]
+    assert protocol["validator_count"] == 1 and [v["verdict"] for v in protocol["validations"] if v["scope"] != "evidence"] == ["pass"]
     # report (submit_report), status (finish), count + verdict (one write), review: four writes, not five.
     writes = store.writes(child.trace_id)
     assert len(writes) == 4
@@ -118,8 +118,9 @@ async def test_a_validator_left_behind_keeps_its_id(monkeypatch):
     assert result.status == "completed", result.trace.error_message
     child = await trace_by_objective(store, "A")
     protocol = child.protocol.model_dump(mode="json")
-    assert protocol["validations"][0]["verdict"] == "pass" and protocol["validator_count"] == 2
-    assert protocol["validations"][0]["validator_trace_id"] == real(child.trace_id, "validator", 2, now=fixed)
+    judged = [v for v in protocol["validations"] if v["scope"] != "evidence"]
+    assert judged[0]["verdict"] == "pass" and protocol["validator_count"] == 2
+    assert judged[0]["validator_trace_id"] == real(child.trace_id, "validator", 2, now=fixed)
     assert (await store.get_trace(planted[0])).task == "left behind"
 
 
@@ -145,7 +146,7 @@ async def test_a_runner_written_report_and_its_fail_verdict_are_one_write():
     child = await trace_by_objective(store, "B")
     protocol = child.protocol.model_dump(mode="json")
     assert (protocol["report"]["submitted_by"], protocol["report"]["outcome"]) == ("runner", "failed")
-    assert [v["verdict"] for v in protocol["validations"]] == ["fail"]
+    assert [v["verdict"] for v in protocol["validations"] if v["scope"] != "evidence"] == ["fail"]
     merged = [w for w in store.writes(child.trace_id) if "protocol.report" in w and "status" not in w]
     assert len(merged) == 1 and "protocol.validations" in merged[0]
 
@@ -162,7 +163,7 @@ async def test_a_revision_reopens_the_child_in_the_same_write_as_its_review():
     child = await trace_by_objective(store, "C")
     protocol = child.protocol.model_dump(mode="json")
     assert protocol["review"]["decision"] == "accept" and protocol["validator_count"] == 2
-    assert [v["verdict"] for v in protocol["validations"]] == ["pass", "pass"]
+    assert [v["verdict"] for v in protocol["validations"] if v["scope"] != "evidence"] == ["pass", "pass"]
     writes = store.writes(child.trace_id)
     reopen = next(i for i, w in enumerate(writes) if "protocol.review" in w)
     # review + cleared report/ended_by in one write; continue_child found nothing left to clear.

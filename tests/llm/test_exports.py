@@ -32,6 +32,7 @@ NOT_REEXPORTED = {
     "demo_recursive": {"FIRST_READ_LINES", "RECURSIVE_HELP", "recursive_step"},
     "demo_checks": {"GRADING_HEADER", "NUMBER", "arithmetic_value", "grade_reply", "grading_request", "numbers_in"},
     "fallible": {"TaskType", "parse_fallible_spec", "task_type"},
+    "fabricating": {"FABRICATIONS", "Fabrication", "FabricationKind"},
 }
 
 

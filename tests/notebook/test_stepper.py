@@ -89,17 +89,22 @@ def test_the_recursive_demo_reads_in_protocol_order(recursive_demo):
     titles = [item.title for item in stepper.items]
     assert titles[0].startswith("main · root task: Report the revenue")
     assert titles[1].startswith("delegate 1 · brief:")
-    # A rejected report, its validator, the revision and the pass, in that order, inside the child's steps.
-    east = titles[2:9]
+    # A rejected report, its evidence check and validator, the revision and the pass, in that order.
+    east = titles[2:11]
     assert east[0].startswith("explore 1 · brief:") and "region East" in east[0]
     assert east[1] == "explore 1 · report 1 of 2 (completed): Region East: revenue 104.00 from 1 rows"
-    assert east[2].startswith("explore 1 · criteria validation: fail — the revenue of region East")
-    assert east[3] == "explore 1 · review by delegate 1: revise"
-    assert east[4] == "explore 1 · report 2 of 2 (completed): Region East: revenue 152.00 from 3 rows"
-    assert east[5].startswith("explore 1 · criteria validation: pass")
-    assert east[6] == "explore 1 · review by delegate 1: accept"
-    assert [i.round for i in stepper.items[2:9]] == [1, 1, 1, 1, 2, 2, 2]
-    assert "judged by validator 1" in stepper.items[4].lines and "judged by validator 2" in stepper.items[7].lines
+    # The first report is consistent with the (truncated) read it cites: the check passes it ...
+    assert east[2] == "explore 1 · evidence check: pass — claim 1: Region East: revenue 104.00"
+    assert any(line.startswith("cited excerpt: ") and "East,Gadget,26,4.00" in line for line in stepper.items[4].lines)
+    # ... and the validator, who reads the whole file, fails it.
+    assert east[3].startswith("explore 1 · criteria validation: fail — the revenue of region East")
+    assert east[4] == "explore 1 · review by delegate 1: revise"
+    assert east[5] == "explore 1 · report 2 of 2 (completed): Region East: revenue 152.00 from 3 rows"
+    assert east[6] == "explore 1 · evidence check: pass — claim 1: Region East: revenue 152.00"
+    assert east[7].startswith("explore 1 · criteria validation: pass")
+    assert east[8] == "explore 1 · review by delegate 1: accept"
+    assert [i.round for i in stepper.items[2:11]] == [1, 1, 1, 1, 1, 2, 2, 2, 2]
+    assert "judged by validator 1" in stepper.items[5].lines and "judged by validator 2" in stepper.items[9].lines
     # The delegate reports after its children; the root's answer and its validation close the walk.
     assert titles[-4] == "delegate 1 · review by main: accept"
     assert titles[-3] == "main · answer: Revenue per region from data/sales.csv (verified by validators):"

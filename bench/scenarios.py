@@ -1,7 +1,7 @@
 """Offline runs shared by the counting benches (`recursive_writes.py`, `store_calls.py`).
 
 - `run_demo(store, mode)`: the `cyber-agent demo` run (DemoModel on data/sales.csv), legacy
-  or recursive (the recursive one with the demo's root anchor), as `cyber_agent/cli.py` sets it up;
+  or recursive (the recursive one with the demo's root anchor), as `cyber_agent/cli/_run.py` sets it up;
 - `run_tree(store, agents, workspace)`: the `bench/recursive_tree.py` tree (`agents` agents,
   fanout 6, sequential children, zero model latency);
 - `call_site(skip)`: the innermost cyber_agent frame of the current stack, for "who called this".

@@ -93,7 +93,7 @@ def test_tools_do_not_import_core_except_the_runner_tools():
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
 
 
-ENTRY_POINTS_USING_NOTEBOOK = {"cli_store.py"}
+ENTRY_POINTS_USING_NOTEBOOK = {"cli/_store.py"}
 """The CLI is an entry point on top of the package, like the server: its export/import commands
 use the notebook's export format (loaded inside the command, never at import)."""
 

@@ -16,55 +16,87 @@ from __future__ import annotations
 import argparse
 import sys
 
-__all__ = ["STORE_COMMANDS", "add_store_commands", "store_command"]
+from cyber_agent.cli._options import Subparsers, add_store_option, set_async_handler
 
-STORE_COMMANDS = ("copy", "export", "import", "stop")
+__all__ = ["add_copy", "add_export", "add_import", "add_stop"]
 
 
-def add_store_commands(sub: argparse._SubParsersAction) -> None:
-    """Add copy, export, import and stop to the command line."""
+def add_copy(sub: Subparsers) -> None:
+    """Add `copy` to the command line."""
     copy = sub.add_parser("copy", help="copy trees from --store into another store (ids, sequences and events kept)")
     copy.add_argument("root_ids", nargs="*", help="roots to copy (default: every trace)")
     copy.add_argument("--to", required=True, help="destination store URL, e.g. sqlite:///runs.db")
     copy.add_argument("--skip-existing", action="store_true", help="leave traces the destination already has")
+    add_store_option(copy)
+    set_async_handler(copy, copy_command)
+
+
+def add_export(sub: Subparsers) -> None:
+    """Add `export` to the command line."""
     export = sub.add_parser("export", help="write trees of --store to one portable .jsonl(.gz) file")
     export.add_argument("root_ids", nargs="*", help="roots to export (default: every trace)")
     export.add_argument("--out", required=True, help="export file (.jsonl or .jsonl.gz)")
+    add_store_option(export)
+    set_async_handler(export, export_command)
+
+
+def add_import(sub: Subparsers) -> None:
+    """Add `import` to the command line."""
     imported = sub.add_parser("import", help="load an export file into --store")
     imported.add_argument("path", help="export file written by `cyber-agent export` or export_traces()")
     imported.add_argument("--skip-existing", action="store_true", help="leave traces the store already has")
+    add_store_option(imported)
+    set_async_handler(imported, import_command)
+
+
+def add_stop(sub: Subparsers) -> None:
+    """Add `stop` to the command line."""
     stop = sub.add_parser("stop", help="persist a stop of a trace's subtree; every process running part of it halts")
     stop.add_argument("trace_id")
     stop.add_argument("--reason", default="stopped from the command line")
+    add_store_option(stop)
+    set_async_handler(stop, stop_command)
 
 
-async def store_command(args: argparse.Namespace) -> int:
-    """Run one of `STORE_COMMANDS`."""
+async def copy_command(args: argparse.Namespace) -> int:
+    """Copy trees of `--store` into `--to`."""
+    from cyber_agent.trace import open_store
+
+    store, destination = open_store(args.store), open_store(args.to)
+    records = await store.read_records(args.root_ids or None)
+    written = await destination.import_records(records, skip_existing=args.skip_existing)
+    print(f"copied {len(written)} of {len(records)} traces from {store!r} to {destination!r}")
+    return 0
+
+
+async def export_command(args: argparse.Namespace) -> int:
+    """Write trees of `--store` to one export file."""
+    from cyber_agent.notebook.export import aexport_traces
+    from cyber_agent.trace import open_store
+
+    path = await aexport_traces(open_store(args.store), args.root_ids or None, args.out)
+    print(f"wrote {path}")
+    return 0
+
+
+async def import_command(args: argparse.Namespace) -> int:
+    """Load an export file into `--store`."""
+    from cyber_agent.notebook.export import load_export
     from cyber_agent.trace import open_store
 
     store = open_store(args.store)
-    if args.command == "copy":
-        destination = open_store(args.to)
-        records = await store.read_records(args.root_ids or None)
-        written = await destination.import_records(records, skip_existing=args.skip_existing)
-        print(f"copied {len(written)} of {len(records)} traces from {store!r} to {destination!r}")
-        return 0
-    if args.command == "export":
-        from cyber_agent.notebook.export import aexport_traces
+    records = await load_export(args.path).read_records(None)
+    written = await store.import_records(records, skip_existing=args.skip_existing)
+    print(f"imported {len(written)} of {len(records)} traces into {store!r}")
+    return 0
 
-        path = await aexport_traces(store, args.root_ids or None, args.out)
-        print(f"wrote {path}")
-        return 0
-    if args.command == "import":
-        from cyber_agent.notebook.export import load_export
 
-        loaded = load_export(args.path)
-        records = await loaded.read_records(None)
-        written = await store.import_records(records, skip_existing=args.skip_existing)
-        print(f"imported {len(written)} of {len(records)} traces into {store!r}")
-        return 0
+async def stop_command(args: argparse.Namespace) -> int:
+    """Persist a stop of `args.trace_id`'s subtree."""
     from cyber_agent.core.stop import request_stop
+    from cyber_agent.trace import open_store
 
+    store = open_store(args.store)
     await request_stop(store, args.trace_id, args.reason)
     print(f"stop of {args.trace_id} and its subtree persisted in {store!r}; running parts halt at their next check",
           file=sys.stderr)

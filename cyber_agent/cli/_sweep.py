@@ -13,10 +13,12 @@ from __future__ import annotations
 import argparse
 import sys
 
-__all__ = ["add_sweep_command", "sweep_command"]
+from cyber_agent.cli._options import Subparsers, add_store_option, set_async_handler
+
+__all__ = ["add_sweep", "sweep_command"]
 
 
-def add_sweep_command(sub: argparse._SubParsersAction) -> None:
+def add_sweep(sub: Subparsers) -> None:
     """Add `sweep` to the command line."""
     sweep = sub.add_parser("sweep", help="run a sweep (tasks × models × modes × overrides × repeats) from a TOML file")
     sweep.add_argument("file", help="the sweep's TOML file (docs/experiments.md)")
@@ -25,6 +27,8 @@ def add_sweep_command(sub: argparse._SubParsersAction) -> None:
                        help="where cells run (default: the file's, else asyncio)")
     sweep.add_argument("--workers", type=int, default=None, help="process or Ray workers (default: the concurrency)")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_store_option(sweep)
+    set_async_handler(sweep, sweep_command)
 
 
 async def sweep_command(args: argparse.Namespace) -> int:

@@ -1,0 +1,23 @@
+"""The `cyber-agent` command line: one private module per group of commands.
+
+    _main.py     the parser, `--store`, the error-to-exit-status mapping, `COMMANDS`
+    _options.py  the pieces every command shares (the `--store` option, the command type)
+    _run.py      run, demo (and the demo's task)
+    _provider.py the provider flags of `run`
+    _show.py     show
+    _server.py   serve, extractions
+    _otel.py     export-otel
+    _store.py    copy, export, import, stop
+    _sweep.py    sweep
+
+A new command is one function `add_NAME(sub)` that adds its parser and sets its handler
+(`cyber_agent/cli/_options.py:set_handler`), listed once in `cyber_agent/cli/_main.py:COMMANDS`.
+Exit status: 0 success, 1 the run or command failed, 2 bad input (the message names the fix).
+"""
+
+from __future__ import annotations
+
+from cyber_agent.cli._main import main
+from cyber_agent.cli._run import DEMO_ANCHOR, DEMO_TASK
+
+__all__ = ["DEMO_ANCHOR", "DEMO_TASK", "main"]

@@ -105,3 +105,15 @@ def test_the_shared_file_opens_from_file_url_and_navigates_to_a_childs_report(so
         assert page.locator(".ca-page .ca-headline").inner_text().startswith("1.3 explore")
         assert errors == []
         context.close()
+
+
+def test_the_cli_report_command_writes_the_file(demo_dir, tmp_path, capsys):
+    from cyber_agent.cli import main
+
+    path, root = demo_dir
+    out = tmp_path / "run.html"
+    assert main(["report", root, "-o", str(out), "--store", str(path)]) == 0
+    assert f"wrote {out}" in capsys.readouterr().out
+    assert "5 traces" in out.read_text(encoding="utf-8")
+    assert main(["report", "no-such-root", "-o", str(out), "--store", str(path)]) == 1
+    assert "no trace 'no-such-root'" in capsys.readouterr().err

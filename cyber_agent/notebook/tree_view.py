@@ -21,6 +21,7 @@ import hashlib
 import html
 import json
 import os
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from typing import Any
 import pandas as pd
 
 from cyber_agent.notebook.display import RichDisplay
-from cyber_agent.notebook.explorer_pages import Page, trace_page
+from cyber_agent.notebook.explorer_pages import Page, _brief, _report, _usage, trace_page
 from cyber_agent.notebook.frames import TraceFrames, to_frames
 from cyber_agent.notebook.records import StoreSource, open_source
 from cyber_agent.notebook.tree_labels import VERDICT_MARKS, TraceText, trace_texts
@@ -47,6 +48,55 @@ def _num(value: Any) -> float:
     except (TypeError, ValueError):
         return 0.0
     return 0.0 if number != number else number  # NaN / NA → 0
+
+
+def _verdict_lines(trace_id: str, rows: Sequence[Any], paths: Mapping[str, str]) -> list[str]:
+    lines: list[str] = []
+    seen: set[tuple[str, int]] = set()
+    for v in rows:
+        key = (str(v.validator_trace_id), int(_num(v.validation_index)))
+        if key not in seen:
+            seen.add(key)
+            verdict = v.verdict if isinstance(v.verdict, str) else ""
+            about = (f"of {paths.get(str(v.trace_id), str(v.trace_id))}" if v.validator_trace_id == trace_id
+                     else f"by {paths.get(str(v.validator_trace_id), str(v.validator_trace_id))}")
+            lines.append(f"validation {key[1] + 1} ({v.scope}) {about}: {VERDICT_MARKS.get(verdict, '')} {verdict}".rstrip())
+        if isinstance(v.criterion, str):
+            mark = VERDICT_MARKS.get(str(v.criterion_verdict), "")
+            evidence = f" — {v.criterion_evidence}" if isinstance(v.criterion_evidence, str) and v.criterion_evidence else ""
+            lines.append(f"  {mark} {v.criterion_verdict}: {v.criterion}{evidence}")
+    return lines
+
+
+def _goal_lines(rows: Sequence[Any]) -> list[str]:
+    lines = []
+    for g in rows:
+        summary = f" → {g.summary}" if isinstance(g.summary, str) and g.summary else ""
+        subs = f" [{g.n_sub_traces} sub-agents]" if _num(g.n_sub_traces) else ""
+        lines.append(f"{'  ' * int(_num(g.depth))}{g.goal_id}. {g.description} ({g.status}){subs}{summary}")
+    return lines
+
+
+def _page(row: Any, text: TraceText, report: Any, checks: Sequence[Any], goals: Sequence[Any],
+          paths: Mapping[str, str]) -> Page:
+    """The sections of `cyber_agent/notebook/explorer_pages.py:trace_page` (without messages), from grouped rows."""
+    role = str(row.role)
+    verdict = f" · {VERDICT_MARKS[text.verdict]} {text.verdict}" if text.verdict else ""
+    headline = f"{text.path} {role}{f' · {text.title}' if text.title else ''} · {row.status}{verdict}"
+    error = [f"error: {row.error_message}"] if isinstance(row.error_message, str) and row.error_message else []
+    task = row.task if isinstance(row.task, str) else ""
+    result = row.result_summary if isinstance(row.result_summary, str) else ""
+    brief = _brief(report) or ([f"task: {textwrap.shorten(task, 400, placeholder=' …')}"] if task else [])
+    done = error + (_report(report) or ([f"result: {result}"] if result else []))
+    sections = (
+        ("brief", tuple(brief or ["no brief"])),
+        ("report", tuple(done or ["no report"])),
+        ("verdicts", tuple(_verdict_lines(row.trace_id, checks, paths) or ["not validated"])),
+        ("goals", tuple(_goal_lines(goals) or ["no goals"])),
+        ("usage", tuple(_usage(row, None))),
+        ("messages", ("not in this view: TraceExplorer, or to_frames(..., messages=True), shows them",)),
+    )
+    return Page(trace_id=row.trace_id, headline=headline, sections=sections)
 
 
 class TreeView(RichDisplay):
@@ -96,21 +146,22 @@ class TreeView(RichDisplay):
         self._pages = self._build_pages(page_limit)
 
     def _build_pages(self, limit: int | None) -> dict[int, Page]:
+        """Pages of the first `limit` nodes, from rows grouped once (a pandas filter per node costs ~40 ms)."""
         f = self.frames
-        goals = {k: g for k, g in f.goals.groupby("trace_id", sort=False)}
         reports = {r.trace_id: r for r in f.reports.itertuples(index=False)}
-        by_trace: dict[str, list[int]] = {}
-        for i, (t, v) in enumerate(zip(f.validations["trace_id"].tolist(), f.validations["validator_trace_id"].tolist())):
-            by_trace.setdefault(str(t), []).append(i)
-            if isinstance(v, str) and v != t:
-                by_trace.setdefault(v, []).append(i)
+        goals: dict[str, list[Any]] = {}
+        for g in f.goals.sort_values("position", kind="stable").itertuples(index=False):
+            goals.setdefault(g.trace_id, []).append(g)
+        checks: dict[str, list[Any]] = {}
+        for v in f.validations.itertuples(index=False):
+            checks.setdefault(str(v.trace_id), []).append(v)
+            if isinstance(v.validator_trace_id, str) and v.validator_trace_id != v.trace_id:
+                checks.setdefault(v.validator_trace_id, []).append(v)
         paths = {t: text.path for t, text in self._texts.items()}
-        empty_goals = f.goals.iloc[0:0]
         pages: dict[int, Page] = {}
         for i, row in enumerate(self._rows[: limit if limit is not None else None]):
-            validations = f.validations.iloc[by_trace.get(row.trace_id, [])]
-            pages[i] = trace_page(row, self._texts[row.trace_id], report=reports.get(row.trace_id),
-                                  validations=validations, goals=goals.get(row.trace_id, empty_goals), paths=paths)
+            pages[i] = _page(row, self._texts[row.trace_id], reports.get(row.trace_id), checks.get(row.trace_id, []),
+                             goals.get(row.trace_id, []), paths)
         return pages
 
     # ---- reading ---------------------------------------------------------------------------

@@ -49,21 +49,22 @@ async def _store(traces: int, roots: int) -> tuple[InMemoryTraceStore, list[str]
 def measure(traces: int, roots: int, reps: int) -> dict[str, Any]:
     store, ids = asyncio.run(_store(traces, roots))
     times: dict[str, list[float]] = {"frames": [], "view": [], "html": []}
-    size = peak = count = 0
+    size = count = 0
     for _ in range(reps):
         started = time.perf_counter()
         frames = asyncio.run(ato_frames(store, ids, messages=False, events=False))
         times["frames"].append(time.perf_counter() - started)
-        tracemalloc.start()
         started = time.perf_counter()
         view = TreeView(frames, ids)
         times["view"].append(time.perf_counter() - started)
         started = time.perf_counter()
         text = view.to_html()
         times["html"].append(time.perf_counter() - started)
-        peak = max(peak, tracemalloc.get_traced_memory()[1])
-        tracemalloc.stop()
         size, count = len(text.encode()), len(view.nodes)
+    tracemalloc.start()  # memory in a pass of its own: tracing slows Python several times
+    TreeView(frames, ids).to_html()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
     med = {k: statistics.median(v) for k, v in times.items()}
     paint = med["view"] + med["html"]
     return {"traces": count, "roots": roots, **{f"{k}_s": round(v, 3) for k, v in med.items()},

@@ -1,5 +1,11 @@
-"""The import direction of the house style: llm is the lowest leaf, trace never imports core or
-server, tools depend on trace and llm, HTTP routing lives in server, nothing imports notebook."""
+"""The import direction of the house style, checked between packages and inside core/ and protocol/.
+
+Packages form layers (`LAYERS`): each imports only packages of lower layers — at module level,
+inside functions and under `if TYPE_CHECKING:` alike — so no two packages import each other.
+The only exemption is by exact path: the seed's `trace/api.py` and `trace/websocket.py`, which
+only re-export `server/`. `llm/` is the lowest leaf, `tools/` imports neither `core/` nor
+`protocol/`, HTTP routing lives in `server/`, nothing imports `notebook/`.
+"""
 
 from __future__ import annotations
 
@@ -14,10 +20,23 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "cyber_agent"
-# The runner's own tools start children and validators, so they may reach into core/.
-TOOLS_ALLOWED_TO_USE_CORE = {"subagent.py", "protocol_tools.py", "web_tools.py", "self_heal.py"}
 # The seed's paths of two server modules (seed 003); each only re-exports cyber_agent/server/.
 TRACE_SEED_REEXPORTS = ("api.py", "websocket.py")
+SEED_SHIMS = frozenset(f"trace/{name}" for name in TRACE_SEED_REEXPORTS)
+"""Paths (relative to cyber_agent/) left out of the package graph, by exact name."""
+
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"errors"}),
+    frozenset({"llm"}),
+    frozenset({"trace"}),
+    frozenset({"tools"}),
+    frozenset({"protocol"}),
+    frozenset({"core"}),
+    frozenset({"experiments", "otel", "server"}),
+    frozenset({"notebook"}),
+    frozenset({"cli", "__init__"}),
+)
+"""Packages (and top-level modules) from the bottom up; a unit imports only units of lower layers."""
 
 
 def _runtime_nodes(tree: ast.AST) -> list[ast.AST]:
@@ -44,16 +63,114 @@ def imports_of(path: Path, prefix: str = "cyber_agent") -> set[str]:
     return {n for n in names if n.startswith(prefix)}
 
 
+def all_imports_of(path: Path) -> set[str]:
+    """Every `cyber_agent.*` module `path` imports: at top level, in functions and under `if TYPE_CHECKING:`.
+
+    `from cyber_agent.core import runner` counts as an import of `cyber_agent.core.runner`.
+    """
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+    return {n for n in names if n.startswith("cyber_agent.")}
+
+
+def unit_of_module(module: str) -> str | None:
+    """The package (or top-level module) a dotted `cyber_agent.x...` name belongs to; None for `cyber_agent` itself."""
+    parts = module.split(".")
+    if len(parts) < 2:
+        return "__init__"
+    name = parts[1]
+    if (PACKAGE / name).is_dir() or (PACKAGE / f"{name}.py").is_file():
+        return name
+    return None  # `from cyber_agent import X` resolves X (a module or a name of __init__): see below
+
+
+def unit_of_path(path: Path) -> str:
+    rel = path.relative_to(PACKAGE)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def package_graph():
+    """Directed graph of units (packages, top-level modules); each edge holds the files that make it."""
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.relative_to(PACKAGE).as_posix() in SEED_SHIMS:
+            continue
+        source = unit_of_path(path)
+        graph.add_node(source)
+        for module in all_imports_of(path):
+            target = unit_of_module(module)
+            if target is None or target == source:
+                continue
+            if not graph.has_edge(source, target):
+                graph.add_edge(source, target, files=set())
+            graph.edges[source, target]["files"].add(path.relative_to(ROOT).as_posix())
+    return graph
+
+
+def _layer(unit: str) -> int:
+    for index, layer in enumerate(LAYERS):
+        if unit in layer:
+            return index
+    raise AssertionError(f"cyber_agent/{unit} is in no layer of tests/test_layout.py:LAYERS; add it where it belongs")
+
+
+def test_packages_import_only_lower_layers():
+    graph = package_graph()
+    assert graph.has_edge("core", "protocol") and graph.has_edge("protocol", "tools")  # the graph sees real imports
+    bad = [f"{a} -> {b} ({', '.join(sorted(graph.edges[a, b]['files']))})"
+           for a, b in graph.edges if _layer(b) >= _layer(a)]
+    assert not bad, "imports against the layer order:\n" + "\n".join(sorted(bad))
+
+
+def test_no_import_circle_between_packages():
+    """Type-only and function-level imports count: a circle through `if TYPE_CHECKING:` fails too."""
+    import networkx as nx
+
+    graph = package_graph()
+    cycles = list(nx.simple_cycles(graph))
+    assert not cycles, "import circles between packages: " + "; ".join(" -> ".join([*c, c[0]]) for c in cycles)
+
+
+def test_tools_import_neither_core_nor_protocol():
+    for path in modules("tools"):
+        bad = {n for n in all_imports_of(path)
+               if n.startswith(("cyber_agent.core", "cyber_agent.protocol", "cyber_agent.notebook"))}
+        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+
+
+def test_protocol_never_imports_core():
+    for path in modules("protocol"):
+        bad = {n for n in all_imports_of(path) if n.startswith(("cyber_agent.core", "cyber_agent.server"))}
+        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}: reach the runner through protocol/ports.py"
+
+
+def test_the_package_graph_counts_type_only_and_function_imports(tmp_path: Path):
+    source = tmp_path / "mod.py"
+    source.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from cyber_agent.core.runner import AgentRunner\n"
+                      "def f():\n    from cyber_agent.core import turn\n    import cyber_agent.protocol.mode\n", encoding="utf-8")
+    found = all_imports_of(source)
+    assert {"cyber_agent.core.runner", "cyber_agent.core.turn", "cyber_agent.protocol.mode"} <= found
+    assert {unit_of_module(m) for m in found} == {"core", "protocol"}
+
+
 def modules(sub: str) -> list[Path]:
     return sorted((PACKAGE / sub).rglob("*.py"))
 
 
 def test_trace_never_imports_core_tools_server_or_notebook():
     for path in modules("trace"):
-        upper = ("cyber_agent.core", "cyber_agent.tools", "cyber_agent.server", "cyber_agent.notebook")
+        upper = ("cyber_agent.core", "cyber_agent.tools", "cyber_agent.protocol", "cyber_agent.server",
+                 "cyber_agent.notebook")
         if path.name in TRACE_SEED_REEXPORTS:
             continue  # checked by test_trace_seed_paths_only_re_export_the_server
-        bad = {n for n in imports_of(path) if n.startswith(upper)}
+        bad = {n for n in all_imports_of(path) if n.startswith(upper)}
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
 
 
@@ -82,14 +199,6 @@ def test_http_routing_lives_in_server():
 def test_llm_imports_only_errors_and_itself():
     for path in modules("llm"):
         bad = {n for n in imports_of(path) if not (n == "cyber_agent.errors" or n.startswith("cyber_agent.llm"))}
-        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
-
-
-def test_tools_do_not_import_core_except_the_runner_tools():
-    for path in modules("tools"):
-        if path.name in TOOLS_ALLOWED_TO_USE_CORE:
-            continue
-        bad = {n for n in imports_of(path) if n.startswith(("cyber_agent.core", "cyber_agent.notebook"))}
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
 
 
@@ -141,47 +250,31 @@ def test_lazy_package_exports_still_resolve_in_a_fresh_process():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
-def _core_imports(path: Path) -> set[str]:
-    """Every `cyber_agent.core.*` module `path` imports: at top level, in functions and under `if TYPE_CHECKING:`."""
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom) and node.module:
-            names.add(node.module)
-            if node.module == "cyber_agent.core":  # `from cyber_agent.core import runner`
-                names.update(f"cyber_agent.core.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-    return {n for n in names if n.startswith("cyber_agent.core.")}
-
-
-def core_import_graph():
+def module_graph(sub: str):
+    """Directed graph of the modules of one package, every kind of import counted (see `all_imports_of`)."""
     import networkx as nx
 
     graph = nx.DiGraph()
-    for path in sorted((PACKAGE / "core").glob("*.py")):
-        module = f"cyber_agent.core.{path.stem}"
+    prefix = f"cyber_agent.{sub}."
+    names = {f"{prefix}{path.stem}" for path in (PACKAGE / sub).glob("*.py")}
+    for path in sorted((PACKAGE / sub).glob("*.py")):
+        module = f"{prefix}{path.stem}"
         graph.add_node(module)
-        graph.add_edges_from((module, target) for target in _core_imports(path) if target != module)
+        graph.add_edges_from((module, target) for target in all_imports_of(path) if target in names and target != module)
     return graph
 
 
-def test_core_import_graph_is_acyclic():
-    """No module of core/ imports itself back, not even for types: collaborators get state, not the runner."""
+@pytest.mark.parametrize(("sub", "edge"), [("core", ("cyber_agent.core.runner", "cyber_agent.core.turn")),
+                                           ("protocol", ("cyber_agent.protocol.delegation", "cyber_agent.protocol.ports"))])
+def test_module_graph_is_acyclic(sub: str, edge: tuple[str, str]):
+    """No module of core/ or protocol/ imports itself back, not even for types: collaborators get state, not the runner."""
     import networkx as nx
 
-    graph = core_import_graph()
-    assert graph.has_edge("cyber_agent.core.runner", "cyber_agent.core.turn")  # the graph sees the real imports
+    graph = module_graph(sub)
+    assert graph.has_edge(*edge)  # the graph sees the real imports
     if not nx.is_directed_acyclic_graph(graph):
         cycle = " -> ".join(a for a, _ in nx.find_cycle(graph))
-        pytest.fail(f"import cycle in cyber_agent/core: {cycle}")
-
-
-def test_core_import_graph_counts_type_only_imports(tmp_path: Path):
-    """An import under `if TYPE_CHECKING:` is an edge, so a type-only cycle fails the test above."""
-    source = tmp_path / "mod.py"
-    source.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from cyber_agent.core.runner import AgentRunner\n"
-                      "def f():\n    from cyber_agent.core import turn\n", encoding="utf-8")
-    assert _core_imports(source) == {"cyber_agent.core.runner", "cyber_agent.core.turn"}
+        pytest.fail(f"import cycle in cyber_agent/{sub}: {cycle}")
 
 
 def test_test_modules_have_unique_basenames():

@@ -10,7 +10,9 @@
   summarizing — unless its role overrides it (a validator's model and iteration cap, an
   archetype's prompt, tools and iterations). It never inherits the parent's `context`, system
   prompt or root-only settings (A9). The run-config snapshot of the child records the result.
-- **Depth.** One source: `cyber_agent/core/agent_mode.py:AgentPolicy.max_depth` for the mode,
+- **Specs.** The protocol describes a child as `cyber_agent/protocol/ports.py:ChildSpec`;
+  `spec_run` turns it into a `ChildRun` (its `RunConfig` by `child_config`).
+- **Depth.** One source: `cyber_agent/protocol/mode.py:AgentPolicy.max_depth` for the mode,
   and, in a tree whose root is an archetype, the archetype spawn depth on top
   (`cyber_agent/core/archetypes.py:SpawnGuard`). A spawn to an archetype id must be in the
   parent's `can_spawn` (`cyber_agent/core/archetypes.py:ArchetypeRegistry.check_spawn`).
@@ -21,16 +23,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from cyber_agent.core.agent_mode import AgentPolicy
 from cyber_agent.core.archetypes import ArchetypeRegistry, SpawnGuard, SpawnRefusedError
 from cyber_agent.core.config import RunConfig
 from cyber_agent.core.stop import ancestry, persisted_stop_reason
-from cyber_agent.core.trace_setup import ChildSetup
-from cyber_agent.errors import ToolError, ToolRefusedError
+from cyber_agent.errors import ConfigurationError, ToolError, ToolRefusedError
+from cyber_agent.protocol.mode import AgentPolicy
+from cyber_agent.protocol.ports import ChildSetup, ChildSpec, Completion, child_summary
 from cyber_agent.trace.models import Trace
 
 if TYPE_CHECKING:
@@ -39,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHILD_DELIVERED", "CHILD_WAITING", "INHERITED_SETTINGS", "ChildNotCreatedError", "ChildRun", "child_config", "child_summary",
-    "note_waiting_child", "run_child", "spawn_limits", "waiting_children",
+    "note_waiting_child", "run_child", "spawn_limits", "spec_run", "waiting_children",
 ]
 
 INHERITED_SETTINGS = (
@@ -144,15 +146,34 @@ class ChildRun:
     """Extra fields of the started event."""
 
 
-Completion = Callable[["RunResult"], Awaitable[dict[str, Any]]]
-"""Computes the completed event's `summary` and extra fields once the child's run has ended."""
+def spec_run(spec: ChildSpec) -> ChildRun:
+    """The ChildRun of a protocol's ChildSpec: a new child's config inherits `spec.inherit`; a revision's is bare."""
+    if spec.revision:
+        # The existing trace's persisted snapshot governs its behaviour (T7): only ids and role here.
+        config = RunConfig(trace_id=spec.trace_id, parent_trace_id=spec.parent_trace_id, agent_type=spec.agent_type,
+                           parent_goal_id=spec.parent_goal_id)
+    else:
+        overrides = dict(spec.overrides)
+        if spec.tools is not None:
+            overrides["tools"] = list(spec.tools)
+        if spec.workspace is not None:
+            overrides["workspace"] = spec.workspace
+        config = child_config(_inherited(spec.inherit), agent_type=spec.agent_type, parent_trace_id=spec.parent_trace_id,
+                              parent_goal_id=spec.parent_goal_id, new_trace_id=spec.trace_id, role_fields=spec.role_fields,
+                              **overrides)
+    return ChildRun(parent_trace_id=spec.parent_trace_id, messages=spec.messages, config=config, setup=spec.setup,
+                    task=spec.task, revision=spec.revision, events=spec.events)
 
 
-def child_summary(result: RunResult) -> str:
-    """What a parent is told of a finished child: its answer, else its status and reason."""
-    if result.answer is not None:
-        return result.answer
-    return f"({result.trace.status}: {result.trace.error_message or 'no answer'})"
+def _inherited(source: object) -> RunConfig:
+    """The config a new child inherits: the caller's RunConfig, a persisted snapshot (a dict), or defaults."""
+    if source is None:
+        return RunConfig()
+    if isinstance(source, RunConfig):
+        return source
+    if isinstance(source, Mapping):
+        return RunConfig.model_validate(dict(source)) if source else RunConfig()
+    raise ConfigurationError("ChildSpec.inherit", f"must be a RunConfig, a run-config snapshot dict or None, got {type(source).__name__}")
 
 
 async def run_child(
@@ -164,7 +185,6 @@ async def run_child(
     `on_started` is called once the started event is persisted, right before the child is
     created: a child whose start could not be recorded is never created.
     """
-    store = runner.trace_store
     child_id = child.config.trace_id or child.config.new_trace_id
     fence = runner.interrupt_reason(child.parent_trace_id)
     if fence is not None:  # the fence holds before a spawn: nothing of the child is created

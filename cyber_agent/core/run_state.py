@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cyber_agent.core.agent_mode import AgentPolicy
+from cyber_agent.protocol.mode import AgentMode, AgentPolicy
 from cyber_agent.core.approvals import ApprovalBatch
 from cyber_agent.core.harness import RunHarness
 from cyber_agent.core.hooks import PostTurnHook, ProgressEvent, ProgressKind, StopHook
@@ -88,7 +88,7 @@ class RunState:
     """This trace's id and its ancestors' ids, nearest first: whose persisted stops reach this run."""
 
     @property
-    def mode(self) -> str:
+    def mode(self) -> AgentMode:
         """legacy or recursive."""
         return self.policy.mode
 

@@ -1,8 +1,9 @@
 """AgentRunner: turn a task into a persisted, tool-using LLM run (SPEC H1, H2, T3, A5–A12).
 
 The loop lives here; tool dispatch is in `core/dispatch.py`, prompt assembly in
-`core/prompt.py`, trace preparation in `core/trace_setup.py`, tool rights in
-`core/tool_rights.py` and the recursive end-of-turn rules in `core/protocol_flow.py`.
+`core/prompt.py`, trace preparation in `core/trace_setup.py`; the recursive protocol (tool
+rights, end-of-turn rules, delegation, validators) in `cyber_agent/protocol/`, which reaches
+the runner only through `cyber_agent/protocol/ports.py:ProtocolRunner`.
 Per-step work is constant: the history is loaded from the store once per run and then only
 appended to.
 """
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cyber_agent.core.archetypes import ArchetypeRegistry
-from cyber_agent.core.child_run import CHILD_DELIVERED, waiting_children
+from cyber_agent.core.child_run import CHILD_DELIVERED, note_waiting_child, run_child, spawn_limits, spec_run, waiting_children
 from cyber_agent.core.config import RunConfig
 from cyber_agent.core.harness import RunHarness, wrap_dialect
 from cyber_agent.core.hooks import PostTurnHook, ProgressEvent, StopHook
@@ -26,8 +27,10 @@ from cyber_agent.core.run_state import RunServices, RunState
 from cyber_agent.core.runner_api import RunContext, RunEvent, RunResult
 from cyber_agent.core.stop import StopRegistry, ancestry
 from cyber_agent.core.stop import request_stop as persist_stop
-from cyber_agent.core.tool_rights import SIDE_BRANCH_FORBIDDEN
-from cyber_agent.core.trace_setup import ChildSetup, effective_config, prepare_run
+from cyber_agent.protocol.mode import AgentPolicy
+from cyber_agent.protocol.ports import ChildSetup, ChildSpec, Completion
+from cyber_agent.protocol.tool_rights import SIDE_BRANCH_FORBIDDEN
+from cyber_agent.core.trace_setup import effective_config, prepare_run
 from cyber_agent.core.turn import AwaitApproval, Continue, Finish, TurnOutcome, end_run, refresh, take_turn
 from cyber_agent.core.turn_tools import resume_batch, run_post_turn_hooks
 from cyber_agent.errors import RunError
@@ -43,10 +46,10 @@ __all__ = ["AgentRunner", "RunEvent", "RunResult", "default_registry"]
 
 def default_registry() -> ToolRegistry:
     """Return the built-in tools plus `agent` and the recursive protocol tools."""
+    from cyber_agent.protocol.agent_tool import register_agent_tool
+    from cyber_agent.protocol.report_tools import register_protocol_tools
+    from cyber_agent.protocol.web_tools import register_web_tools
     from cyber_agent.tools.builtin import builtin_registry
-    from cyber_agent.tools.builtin.protocol_tools import register_protocol_tools
-    from cyber_agent.tools.builtin.subagent import register_agent_tool
-    from cyber_agent.tools.builtin.web_tools import register_web_tools
 
     return register_web_tools(register_protocol_tools(register_agent_tool(builtin_registry())))
 
@@ -265,6 +268,30 @@ class AgentRunner:
             )
             self._budgets[root_id] = controller
         return controller
+
+    # ---- the protocol's port (cyber_agent/protocol/ports.py:ProtocolRunner) --------------
+    def tool_names(self) -> list[str]:
+        """Names of the registered tools."""
+        return self.tool_registry.names()
+
+    def release_child(self, trace_id: str) -> None:
+        """Forget a child's stop registration once its run is over."""
+        self.stops.unregister(trace_id)
+
+    async def check_spawn(self, parent: Trace, *, workspace: str | None, agent_type: str | None) -> int:
+        """Check that `parent` may start children (of `agent_type`); return the child depth (ToolError names the limit)."""
+        return await spawn_limits(self, parent, policy=AgentPolicy.of(parent), archetypes=self.archetypes_for(workspace),
+                                  child_agent_type=agent_type)
+
+    async def run_child(
+        self, spec: ChildSpec, *, complete: Completion | None = None, on_started: Callable[[], None] | None = None,
+    ) -> RunResult:
+        """Run one child of the protocol (`core/child_run.py`: config inheritance, events in pairs)."""
+        return await run_child(self, spec_run(spec), complete=complete, on_started=on_started)
+
+    async def note_waiting_child(self, parent_trace_id: str, child: Trace) -> str | None:
+        """A sub-agent ended waiting for an approval: note it on the parent and hold the parent."""
+        return await note_waiting_child(self, parent_trace_id, child)
 
     # ---- internals ----------------------------------------------------------------------
     def _resolve_llm(self, config: RunConfig) -> tuple[LLMCall, str]:

@@ -18,8 +18,8 @@ from cyber_agent.core.config import RunConfig
 from cyber_agent.core.resource_budget import ResourceBudgetController
 from cyber_agent.core.run_state import RunServices
 from cyber_agent.core.stop import StopRegistry
-from cyber_agent.core.trace_setup import ChildSetup
 from cyber_agent.llm.types import LLMCall
+from cyber_agent.protocol.ports import ChildSetup, ProtocolRunner
 from cyber_agent.tools.registry import ToolRegistry
 from cyber_agent.trace.models import Message, Trace, is_refusal
 from cyber_agent.trace.protocols import TraceStore
@@ -74,8 +74,12 @@ def last_refusal(messages: Sequence[Message]) -> str | None:
     return None
 
 
-class RunnerHandle(Protocol):
-    """The public API of `AgentRunner` that validation, delegation and protocol tools use."""
+class RunnerHandle(ProtocolRunner, Protocol):
+    """The public API of `AgentRunner` that the loop's collaborators use.
+
+    It extends the protocol package's port (`cyber_agent/protocol/ports.py:ProtocolRunner`),
+    which is all that validation, delegation and the protocol tools see of it.
+    """
 
     @property
     def trace_store(self) -> TraceStore:

@@ -7,19 +7,19 @@ only appends.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
-from cyber_agent.core.agent_mode import AgentPolicy, policy_from_environment, validate_recursive_child_execution
+from cyber_agent.protocol.mode import AgentPolicy, policy_from_environment, validate_recursive_child_execution
 from cyber_agent.core.config import RunConfig, config_hash
 from cyber_agent.core.open_calls import filler_result, has_open_calls, history_of, open_tail_calls, started_calls
 from cyber_agent.core.prompt import build_system_prompt
 from cyber_agent.core.resource_budget import ResourceBudget
 from cyber_agent.core.run_state import RunServices, RunState
-from cyber_agent.core.task_protocol import RootTaskAnchor
-from cyber_agent.core.tool_rights import runtime_tool_names
+from cyber_agent.trace.protocol_records import RootTaskAnchor
+from cyber_agent.protocol.ports import ChildSetup
+from cyber_agent.protocol.tool_rights import runtime_tool_names
 from cyber_agent.errors import ConfigurationError, RunError, TraceNotFoundError
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Message, Trace
@@ -27,10 +27,8 @@ from cyber_agent.trace.protocols import TraceStore
 from cyber_agent.trace.state import (
     RUNNER_OWNED_CONTEXT,
     ChildExecution,
-    CreatedByTool,
     ProtocolState,
     RootSetup,
-    RunConfigSnapshot,
     ValidatorModels,
     ValidatorSearch,
 )
@@ -57,27 +55,6 @@ def parse_root_task_anchor(value: object) -> RootTaskAnchor:
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'anchor'}: {e['msg']}" for e in exc.errors())
         raise ConfigurationError("root_task_anchor", f"{problems}; write it as {ANCHOR_FORMAT}") from None
-
-@dataclass(frozen=True, kw_only=True)
-class ChildSetup:
-    """Runner-owned state of a new sub-trace (child or validator)."""
-
-    tool_snapshot: frozenset[str]
-    """The frozen tool rights of the sub-trace (parent effective ∩ allowed for its role and depth)."""
-    created_by_tool: CreatedByTool = "agent"
-    """`agent` for sub-agents and recursive children, `validator` for validators."""
-    protocol: ProtocolState = field(default_factory=ProtocolState)
-    """Initial protocol state: a child's brief and context refs, a validator's assignment."""
-    parent: Trace | None = None
-    """The parent as the caller already read it (saves a read; only its fixed lineage is used)."""
-    root: Trace | None = None
-    """The tree's root as the caller already read it (same)."""
-
-    @property
-    def is_validator(self) -> bool:
-        """True for validator runs."""
-        return self.created_by_tool == "validator"
-
 
 async def effective_config(store: TraceStore, config: RunConfig) -> RunConfig:
     """For an existing trace, behaviour comes only from its persisted run-config snapshot (T7)."""

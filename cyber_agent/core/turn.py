@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from cyber_agent.core.approvals import open_batch
-from cyber_agent.core.protocol_flow import STATE_TOOLS, on_final_text
-from cyber_agent.core.protocol_state import with_protocol
+from cyber_agent.protocol.flow import STATE_TOOLS, on_final_text
+from cyber_agent.protocol.state import with_protocol
 from cyber_agent.core.run_state import RunServices, RunState
 from cyber_agent.core.runner_api import RunContext, RunEvent
-from cyber_agent.core.tool_rights import tighten_by_state
+from cyber_agent.protocol.tool_rights import tighten_by_state
 from cyber_agent.core.turn_tools import (
     ToolPlan, after_reply_reason, answer_not_run, execute_calls, flag_unpriced, needs_approval, record_reply_usage,
     stop_hook_reason,
@@ -225,7 +225,8 @@ async def _after_response(
             yield message
         yield Finish(status="stopped", error=objection)
     elif not response.tool_calls:
-        decision = await on_final_text(ctx, state, response.content)
+        decision = await on_final_text(ctx.runner, state, response.content,
+                                       note=lambda text: services.append_user_message(state, text))
         for message in decision.messages:
             yield message
         if decision.finish is None:

@@ -15,8 +15,8 @@ from cyber_agent.core.hooks import LoopState, TurnSnapshot
 from cyber_agent.core.open_calls import TOOL_CALL_STARTED
 from cyber_agent.core.run_state import RunServices, RunState
 from cyber_agent.core.runner_api import RunContext
-from cyber_agent.core.tool_rights import WEB_TOOLS
-from cyber_agent.core.validator_web import VALIDATION_METERED
+from cyber_agent.protocol.tool_rights import WEB_TOOLS
+from cyber_agent.protocol.web_evidence import VALIDATION_METERED
 from cyber_agent.llm.types import ToolCall
 from cyber_agent.tools.context import ToolContext
 from cyber_agent.trace.models import Message
@@ -140,7 +140,8 @@ def tool_context(ctx: RunContext, prepared: RunState, call_id: str) -> ToolConte
         allowed_tools=prepared.static_allowed,
         runner=ctx.runner,
         run_config=ctx.config,
-        extra={"agent_depth": prepared.depth, "agent_mode": prepared.mode, "policy": prepared.policy},
+        agent_mode=prepared.mode,
+        agent_depth=prepared.depth,
     )
 
 

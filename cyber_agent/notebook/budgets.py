@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from cyber_agent.core.agent_mode import MAX_CHILDREN_PER_PARENT
+from cyber_agent.protocol.mode import MAX_CHILDREN_PER_PARENT
 from cyber_agent.notebook.frames import TraceFrames, to_frames
 from cyber_agent.notebook.records import StoreSource, parse_time
 from cyber_agent.notebook.tree_labels import trace_texts

@@ -56,8 +56,8 @@ def default_runner(store: TraceStore, workspace: str | None = None) -> Any:
     """The server's runner without a factory: built-in tools, `agent`, protocol tools; bash needs approval."""
     from cyber_agent.core.runner import AgentRunner
     from cyber_agent.tools.builtin import register_builtins
-    from cyber_agent.tools.builtin.protocol_tools import register_protocol_tools
-    from cyber_agent.tools.builtin.subagent import register_agent_tool
+    from cyber_agent.protocol.report_tools import register_protocol_tools
+    from cyber_agent.protocol.agent_tool import register_agent_tool
     from cyber_agent.tools.registry import ToolRegistry
 
     registry = register_protocol_tools(register_agent_tool(register_builtins(ToolRegistry(), confirm=("bash_command",))))

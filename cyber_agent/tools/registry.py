@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from cyber_agent.errors import ConfigurationError, GoalError, ToolArgumentError, ToolError, ToolRefusedError, UnknownToolError
 from cyber_agent.tools.context import ToolContext
+from cyber_agent.trace.goal_tool import GoalContext
 
 __all__ = ["DEFAULT_TIME_LIMIT_SECONDS", "ToolRegistry", "ToolResult", "ToolSpec", "render_tool_output"]
 
@@ -404,8 +405,12 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     return " ".join(summary), params
 
 
+CONTEXT_VIEWS: tuple[type, ...] = (GoalContext,)
+"""Structural views of ToolContext a lower package declares (it cannot import `tools/`); injected like it."""
+
+
 def _is_context(annotation: Any) -> bool:
-    if annotation is ToolContext:
+    if annotation is ToolContext or annotation in CONTEXT_VIEWS:
         return True
     args = typing.get_args(annotation)
     # `ToolContext | None` is injected too; anything else mentioning it is a definition error.

@@ -13,18 +13,33 @@ advance on their own: after done/abandon nothing is in focus until the agent pic
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import BeforeValidator
 
 from cyber_agent.errors import GoalError, ToolError
 from cyber_agent.trace.goal_models import FINAL_GOAL_STATUSES, Goal, GoalStatus, GoalTree
+from cyber_agent.trace.protocols import TraceStore
 
-if TYPE_CHECKING:
-    # Imported for type checking only: trace/ stays a leaf; the registry resolves the name.
-    from cyber_agent.tools.context import ToolContext
+__all__ = ["GoalContext", "GoalId", "goal", "split_goal_descriptions"]
 
-__all__ = ["GoalId", "goal", "split_goal_descriptions"]
+
+class GoalContext(Protocol):
+    """What the goal tool reads of the `ToolContext` the registry injects: the calling trace and its store.
+
+    A structural view, so `trace/` never imports `tools/`: `cyber_agent/tools/registry.py`
+    injects the ToolContext into a parameter annotated with it.
+    """
+
+    @property
+    def trace_id(self) -> str:
+        """Trace of the calling agent."""
+        ...
+
+    @property
+    def store(self) -> TraceStore:
+        """Store the run persists to."""
+        ...
 
 
 def _id_to_str(value: Any) -> Any:
@@ -37,7 +52,7 @@ GoalId = Annotated[str, BeforeValidator(_id_to_str)]
 
 
 async def goal(
-    ctx: ToolContext,
+    ctx: GoalContext,
     add: str | list[str] | None = None,
     reason: str | None = None,
     after: GoalId | None = None,

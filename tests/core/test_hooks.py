@@ -117,7 +117,7 @@ async def test_interrupt_fence_halts_the_whole_tree_in_legacy_too():
             return LLMResponse(tool_calls=[ToolCall(id="p", name="poke", arguments={"n": 1})])
         return LLMResponse(content="parent went on")
 
-    from cyber_agent.tools.builtin.subagent import register_agent_tool
+    from cyber_agent.protocol.agent_tool import register_agent_tool
 
     reg = register_agent_tool(registry(log))
     runner = AgentRunner(trace_store=InMemoryTraceStore(), llm_call=FunctionModel(model), tool_registry=reg)

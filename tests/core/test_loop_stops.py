@@ -32,7 +32,7 @@ from cyber_agent.errors import ToolError
 from cyber_agent.llm.fakes import FunctionModel, ScriptedModel
 from cyber_agent.llm.types import LLMResponse, ToolCall
 from cyber_agent.notebook import launch, run_sync
-from cyber_agent.tools.builtin.subagent import register_agent_tool
+from cyber_agent.protocol.agent_tool import register_agent_tool
 from cyber_agent.tools.registry import ToolRegistry
 from cyber_agent.trace import InMemoryTraceStore
 from cyber_agent.trace.models import Message, Trace

@@ -22,7 +22,7 @@ from recursive_helpers import TASK, clean_agent_env, make_runner, recursive_conf
 from cyber_agent.core.resource_budget import ResourceBudget, ResourceBudgetController
 from cyber_agent.core.runner import AgentRunner, default_registry
 from cyber_agent.core.tool_rights import VALIDATOR_TOOLS, runtime_tool_names
-from cyber_agent.core.validator_web import (
+from cyber_agent.protocol.web_evidence import (
     VALIDATION_METERED,
     AddressPolicy,
     FetchPolicy,
@@ -35,7 +35,7 @@ from cyber_agent.core.validator_web import (
 from cyber_agent.errors import ToolError
 from cyber_agent.llm.fakes import FunctionModel
 from cyber_agent.llm.types import LLMResponse, ToolCall
-from cyber_agent.tools.builtin.web_tools import register_web_tools
+from cyber_agent.protocol.web_tools import register_web_tools
 from cyber_agent.tools.context import ToolContext
 from cyber_agent.tools.registry import ToolRegistry
 from cyber_agent.trace import InMemoryTraceStore
@@ -564,7 +564,7 @@ async def test_a_tree_started_without_search_gives_its_validators_no_web_tools(s
 
 # ---- exports and docs ---------------------------------------------------------------------------------
 def test_exports_are_sorted_and_the_docs_point_at_real_symbols():
-    for module in ("cyber_agent.core.validator_web", "cyber_agent.tools.builtin.web_tools"):
+    for module in ("cyber_agent.protocol.web_evidence", "cyber_agent.protocol.web_tools"):
         names = importlib.import_module(module).__all__
         assert names == sorted(names) and all(hasattr(importlib.import_module(module), n) for n in names)
     root = Path(__file__).resolve().parents[2]

@@ -95,7 +95,7 @@ async def test_a_validator_left_behind_keeps_its_id(monkeypatch):
     """A validator created before a crash, whose count never reached the target, is not overwritten."""
     from datetime import UTC, datetime
 
-    from cyber_agent.core import validation
+    from cyber_agent.protocol import validation
 
     fixed = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
     real = validation.new_sub_trace_id

@@ -117,8 +117,7 @@ def tool_context(runner: AgentRunner, trace: Trace, root: Trace, workspace: Path
         trace_id=trace.trace_id, store=runner.trace_store, goal_id=None, tool_call_id="call_test",
         workspace=workspace, allowed_tools=runtime_tool_names(runner.tool_registry.names(), None, trace),
         runner=runner, run_config=config or RunConfig(max_iterations=12, workspace=str(workspace)),
-        extra={"agent_depth": trace.lineage.depth, "agent_mode": "recursive",
-               "policy": AgentPolicy.of(root)},
+        agent_mode=AgentPolicy.of(root).mode, agent_depth=trace.lineage.depth,
     )
 
 

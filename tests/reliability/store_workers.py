@@ -53,7 +53,7 @@ async def busy_tree(url: str) -> None:
     from cyber_agent.core.runner import AgentRunner
     from cyber_agent.llm.fakes import FunctionModel
     from cyber_agent.llm.types import LLMResponse, ToolCall
-    from cyber_agent.tools.builtin.subagent import register_agent_tool
+    from cyber_agent.protocol.agent_tool import register_agent_tool
     from cyber_agent.tools.registry import ToolRegistry
 
     store = open_store(url)

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from cyber_agent.core.tool_maker import LLMToolMaker
 from cyber_agent.errors import UnknownToolError
 from cyber_agent.llm.fakes import ScriptedModel
 from cyber_agent.tools.builtin import builtin_registry
 from cyber_agent.tools.builtin.bash import bash_command
 from cyber_agent.tools.builtin.self_heal import (
     POLYFILL_DIR,
-    LLMToolMaker,
     SelfHealingBash,
     detect_missing_commands,
     extract_script,

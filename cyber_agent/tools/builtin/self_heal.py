@@ -4,7 +4,7 @@
         │                         (or 126/127 from a broken polyfill under .cyber_agent/bin)
         ├─ attempts for NAME in this run < max_attempts (2)?
         │     no  → result as is, metadata self_heal.status = "gave_up"
-        ├─ tool maker writes a script (`LLMToolMaker` or any `make_polyfill(name, error)`)
+        ├─ tool maker writes a script (`core/tool_maker.py:LLMToolMaker` or any `make_polyfill(name, error)`)
         ├─ install <workspace>/.cyber_agent/bin/NAME (chmod +x)
         └─ rerun the original command with that directory first on PATH; repeat on a new miss
 
@@ -29,9 +29,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from cyber_agent.core.archetypes import AgentDefinition, ArchetypeRegistry
 from cyber_agent.errors import ConfigurationError, UnknownToolError
-from cyber_agent.llm.types import LLMCall, LLMResponse
 from cyber_agent.tools.builtin.bash import bash_command
 from cyber_agent.tools.context import ToolContext
 from cyber_agent.tools.registry import ToolRegistry, ToolResult
@@ -42,7 +40,6 @@ __all__ = [
     "NO_POLYFILL",
     "POLYFILL_DIR",
     "HealStatus",
-    "LLMToolMaker",
     "PolyfillMaker",
     "SelfHealingBash",
     "detect_missing_commands",
@@ -101,26 +98,6 @@ def extract_script(text: str) -> str | None:
     if fenced:
         return fenced.group(1).strip() or None
     return text if text.startswith("#!") else None
-
-
-class LLMToolMaker:
-    """A `PolyfillMaker` that asks a model, with the `tool_maker` archetype's prompt."""
-
-    def __init__(self, llm: LLMCall, model: str, *, definition: AgentDefinition | None = None) -> None:
-        self._llm = llm
-        self._model = model
-        self.definition = definition or ArchetypeRegistry.load().require("tool_maker")
-        """The archetype whose prompt is the system prompt (pass a workspace override to change it)."""
-
-    async def __call__(self, command_name: str, error: str) -> str | None:
-        """Ask the model for a polyfill of `command_name`; None when it declines or answers no script."""
-        messages = [
-            {"role": "system", "content": self.definition.prompt},
-            {"role": "user", "content": f"Missing command: {command_name}\n\nWhat happened:\n{error}\n\n"
-                                        f"Write the polyfill script for `{command_name}`."},
-        ]
-        response = LLMResponse.coerce(await self._llm(messages, self._model, None, 0.0))
-        return extract_script(response.content)
 
 
 class SelfHealingBash:

@@ -1,7 +1,8 @@
 """Recursive protocol tools: submit_report, review_task, read_context_ref, and the validator's tools.
 
-Which of them a run sees depends on its role and protocol state (`core/tool_rights.py`). Like
-`agent`, these are the runner's own tools and import `core/`.
+Which of them a run sees depends on its role and protocol state (`cyber_agent/protocol/tool_rights.py`).
+They are thin adapters: state changes go through `cyber_agent/protocol/state.py`, revisions
+through `cyber_agent/protocol/delegation.py:continue_child`.
 """
 
 from __future__ import annotations
@@ -11,12 +12,21 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from cyber_agent.core.protocol_state import append_review, store_report, update_protocol
-from cyber_agent.core.task_protocol import ArtifactRef, CriterionVerdict, ReviewDecision, TaskReport, TaskReview, ValidationResult, aggregate_verdict
 from cyber_agent.errors import ToolError
+from cyber_agent.protocol.delegation import continue_child
+from cyber_agent.protocol.state import append_review, store_report, update_protocol
 from cyber_agent.tools.context import ToolContext
 from cyber_agent.tools.registry import ToolRegistry
 from cyber_agent.trace.models import Trace
+from cyber_agent.trace.protocol_records import (
+    ArtifactRef,
+    CriterionVerdict,
+    ReviewDecision,
+    TaskReport,
+    TaskReview,
+    ValidationResult,
+    aggregate_verdict,
+)
 from cyber_agent.trace.state import EndedBy
 from cyber_agent.trace.trace_id import parse_message_id
 
@@ -112,8 +122,6 @@ async def review_task(ctx: ToolContext, child_trace_id: str, decision: ReviewDec
         changes.update(ended_by=None, report=None)
     await update_protocol(ctx.store, child_trace_id, trace=child, **changes)
     if decision == "revise":
-        from cyber_agent.core.delegation import continue_child
-
         await append_review(ctx.store, ctx.trace_id, review, still_pending=True, parent=parent)
         return await continue_child(ctx, child.trace_id, None, feedback=feedback.strip())
     parent = await append_review(ctx.store, ctx.trace_id, review, still_pending=False, parent=parent)

@@ -4,9 +4,10 @@ Legacy: `task` as a string delegates one sub-agent (`delegate`); a list explores
 in parallel (`explore`) and merges their answers. Sub-agents get T2 sub-trace ids, are linked
 by `parent_trace_id` / `parent_goal_id`, and cannot start sub-agents themselves (depth 1).
 `messages` seeds each sub-agent with a conversation instead of a task string. Every child is
-built by `cyber_agent/core/child_run.py` (config inheritance, spawn limits, events in pairs).
+run by the runner through `cyber_agent/protocol/ports.py:ProtocolRunner.run_child` (config
+inheritance, spawn limits, events in pairs: `cyber_agent/core/child_run.py`).
 Recursive: `task_brief` (an object or a list) creates governed children; see
-`cyber_agent/core/delegation.py:run_recursive_agents`.
+`cyber_agent/protocol/delegation.py:run_recursive_agents`.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from cyber_agent.core.task_protocol import TaskBrief
 from cyber_agent.errors import ToolError
+from cyber_agent.protocol.delegation import run_recursive_agents
+from cyber_agent.protocol.ports import ChildSetup, ChildSpec, child_summary, protocol_runner
 from cyber_agent.tools.context import ToolContext
 from cyber_agent.tools.registry import ToolRegistry
+from cyber_agent.trace.protocol_records import TaskBrief
 from cyber_agent.trace.trace_id import new_sub_trace_id
 
 __all__ = ["agent", "register_agent_tool"]
@@ -43,14 +46,11 @@ async def agent(
         messages: Legacy mode, instead of task: one seed conversation (a list of user/assistant messages) for one sub-agent, or a list of them explored in parallel.
         agent_type: Optional archetype id of the sub-agent(s); it must be one your own archetype may spawn.
     """
-    policy = ctx.extra.get("policy")
-    if policy is not None and policy.is_recursive:
+    if ctx.agent_mode == "recursive":
         if task is not None or messages is not None:
             raise ToolError("recursive mode delegates with task_brief={objective, completion_criteria, ...}, not task or messages")
         if task_brief is None:
             raise ToolError("recursive mode needs task_brief: an object with objective and completion_criteria, or a list")
-        from cyber_agent.core.delegation import run_recursive_agents
-
         briefs = [task_brief] if isinstance(task_brief, TaskBrief) else list(task_brief)
         if not briefs:
             raise ToolError("task_brief list is empty; pass at least one brief")
@@ -100,17 +100,11 @@ def _check_seed(conversation: list[Any], index: int) -> None:
 
 async def _run_agents(ctx: ToolContext, seeds: list[list[SeedMessage]], mode: str, agent_type: str | None) -> str:
     """Create and run one sub-trace per seed conversation, in parallel; return the merged summary."""
-    from cyber_agent.core.agent_mode import AgentPolicy
-    from cyber_agent.core.child_run import ChildRun, child_config, child_summary, note_waiting_child, run_child, spawn_limits
-    from cyber_agent.core.trace_setup import ChildSetup
-
-    runner, parent_config, store = ctx.runner, ctx.run_config, ctx.store
+    runner, store = protocol_runner(ctx), ctx.store
     parent = await store.get_trace(ctx.trace_id)
     if parent is None:
         raise ToolError(f"trace {ctx.trace_id!r} not found")
-    archetypes = runner.archetypes_for(parent_config.workspace)
-    policy = ctx.extra.get("policy") or AgentPolicy.of(parent)
-    await spawn_limits(runner, parent, policy=policy, archetypes=archetypes, child_agent_type=agent_type)
+    await runner.check_spawn(parent, workspace=ctx.run_config.workspace if ctx.run_config else None, agent_type=agent_type)
     first_seq = parent.lineage.child_count + 1
     await store.update_trace(ctx.trace_id, lineage=parent.lineage.model_copy(update={"child_count": first_seq - 1 + len(seeds)}))
     child_ids = [new_sub_trace_id(ctx.trace_id, mode, first_seq + i) for i in range(len(seeds))]
@@ -132,19 +126,18 @@ async def _run_agents(ctx: ToolContext, seeds: list[list[SeedMessage]], mode: st
                     "summary": f"(failed: {error})"}
 
     async def run_one(child_id: str, seed: list[SeedMessage], task_text: str) -> dict[str, Any]:
-        config = child_config(
-            parent_config, agent_type=agent_type or mode, parent_trace_id=ctx.trace_id, parent_goal_id=ctx.goal_id,
-            new_trace_id=child_id, tools=child_tools, workspace=str(ctx.workspace),
-            role_fields=frozenset({"max_iterations"}) if agent_type else frozenset(),
-        )
         setup = ChildSetup(tool_snapshot=frozenset(child_tools), created_by_tool="agent", parent=parent)
-        result = await run_child(runner, ChildRun(parent_trace_id=ctx.trace_id, messages=seed, config=config,
-                                                  setup=setup, task=task_text))
+        result = await runner.run_child(ChildSpec(
+            parent_trace_id=ctx.trace_id, trace_id=child_id, agent_type=agent_type or mode, messages=seed,
+            inherit=ctx.run_config, parent_goal_id=ctx.goal_id, setup=setup, tools=child_tools,
+            workspace=str(ctx.workspace), role_fields=frozenset({"max_iterations"}) if agent_type else frozenset(),
+            task=task_text,
+        ))
         trace = result.trace
         summary = child_summary(result)
         if trace.status == "waiting_confirmation":
             # The parent waits too (issue 14): its result would otherwise never reach this agent.
-            batch_id = await note_waiting_child(runner, ctx.trace_id, trace)
+            batch_id = await runner.note_waiting_child(ctx.trace_id, trace)
             summary = (f"(waiting_confirmation: sub-agent {child_id} waits for a tool approval of batch {batch_id}; "
                        "this agent waits with it and gets the sub-agent's result when it is continued after the "
                        "decision)")

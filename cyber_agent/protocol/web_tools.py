@@ -1,11 +1,10 @@
 """web_search and fetch_page: a validator's reach to public web evidence (SPEC A11).
 
 Only validators of a tree whose root froze web evidence as enabled get these tools
-(`cyber_agent/core/tool_rights.py:runtime_tool_names`); the tools check it again and refuse
+(`cyber_agent/protocol/tool_rights.py:runtime_tool_names`); the tools check it again and refuse
 every other caller. Without a configured provider `web_search` answers with an error saying
 search is disabled, so the evidence stays `unknown`. Each call books itself against the tree
-budget and marks its result `validation_metered` so the runner does not count it twice. Like
-`agent`, these are runner-side tools and import `core/`.
+budget and marks its result `validation_metered` so the runner does not count it twice.
 """
 
 from __future__ import annotations
@@ -15,8 +14,10 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import Field
 
-from cyber_agent.core.agent_mode import AgentPolicy
-from cyber_agent.core.validator_web import (
+from cyber_agent.errors import BudgetExceededError, ToolError
+from cyber_agent.protocol.mode import AgentPolicy
+from cyber_agent.protocol.ports import protocol_runner
+from cyber_agent.protocol.web_evidence import (
     UNKNOWN_HINT,
     VALIDATION_METERED,
     SafeFetcher,
@@ -24,7 +25,6 @@ from cyber_agent.core.validator_web import (
     ValidationMeter,
     search_from_setting,
 )
-from cyber_agent.errors import BudgetExceededError, ToolError
 from cyber_agent.tools.context import ToolContext
 from cyber_agent.tools.registry import ToolRegistry, ToolResult
 from cyber_agent.trace.models import Trace
@@ -59,7 +59,7 @@ async def _meter(ctx: ToolContext, trace: Trace) -> ValidationMeter | None:
     """The tree budget of a recursive trace (a missing one fails closed); None outside recursive trees."""
     if ctx.runner is None or not AgentPolicy.of(trace).is_recursive:
         return None
-    meter: ValidationMeter = await ctx.runner.budget_for(trace)
+    meter: ValidationMeter = await protocol_runner(ctx).budget_for(trace)
     return meter
 
 

@@ -104,7 +104,7 @@ class TreeView(RichDisplay):
 
     @gc_paused()
     def __init__(self, source: StoreSource | TraceFrames, root_ids: str | Sequence[str], *,
-                 marks: Mapping[str, Sequence[str]] | None = None, page_limit: int | None = 2000) -> None:
+                 marks: Mapping[str, Sequence[str]] | None = None, page_limit: int | None = 500) -> None:
         roots = [root_ids] if isinstance(root_ids, str) else list(root_ids)
         frames = source if isinstance(source, TraceFrames) else to_frames(open_source(source), roots, messages=False,
                                                                           events=False)

@@ -135,19 +135,25 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
 
 
 @pytest.fixture(scope="module")
-def page(lab: Lab, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    with browser() as chromium:
-        page = chromium.new_page(viewport={"width": 1400, "height": 1000})
-        page.set_default_timeout(10_000)
-        page.goto(lab.url(NOTEBOOK), wait_until="domcontentloaded", timeout=30_000)
-        page.wait_for_function(NOTEBOOK_READY, timeout=40_000, polling=250)
-        try:
-            yield page
-        except Exception:
-            shot = tmp_path_factory.mktemp("shots") / "failure.png"
-            page.screenshot(path=str(shot), full_page=True)
-            print(f"screenshot: {shot}\njupyter lab log (tail):\n{log_tail(lab.log)}")
-            raise
+def chromium() -> Iterator[Any]:
+    """One headless Chromium for the module (playwright's sync API allows one driver at a time)."""
+    with browser() as launched:
+        yield launched
+
+
+@pytest.fixture(scope="module")
+def page(lab: Lab, chromium: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    page = chromium.new_page(viewport={"width": 1400, "height": 1000})
+    page.set_default_timeout(10_000)
+    page.goto(lab.url(NOTEBOOK), wait_until="domcontentloaded", timeout=30_000)
+    page.wait_for_function(NOTEBOOK_READY, timeout=40_000, polling=250)
+    try:
+        yield page
+    except Exception:
+        shot = tmp_path_factory.mktemp("shots") / "failure.png"
+        page.screenshot(path=str(shot), full_page=True)
+        print(f"screenshot: {shot}\njupyter lab log (tail):\n{log_tail(lab.log)}")
+        raise
 
 
 def _run(page: Any, index: int, seconds: float = 60) -> str:
@@ -187,28 +193,30 @@ def test_running_the_launch_cell_twice_says_the_first_run_was_stopped(page: Any)
     assert "the previous run of this cell, " in text and "was still running: stopped it (subtree stop" in text, text
 
 
-def test_saved_progress_and_sweep_views_reopen_as_their_final_snapshot(lab: Lab) -> None:
-    with browser() as chromium:
-        first = chromium.new_page(viewport={"width": 1400, "height": 1000})
-        first.set_default_timeout(10_000)
-        first.goto(lab.url(SAVED), wait_until="domcontentloaded", timeout=30_000)
-        first.wait_for_function(NOTEBOOK_READY, timeout=40_000, polling=250)
-        first.evaluate(RUN_ALL_AND_SAVE)
-        first.wait_for_function(ALL_DONE, arg=len(SAVED_CELLS), timeout=120_000, polling=250)
-        live = first.evaluate(RENDERED)
-        assert not [t for cell in live for _, t in cell if WIDGET_ERROR in t], live
-        assert first.evaluate(SAVE_AND_SHUT_DOWN) is False
-        first.close()
+def test_saved_progress_and_sweep_views_reopen_as_their_final_snapshot(lab: Lab, chromium: Any) -> None:
+    first = chromium.new_page(viewport={"width": 1400, "height": 1000})
+    first.set_default_timeout(10_000)
+    # A workspace of its own: the module's other page keeps the default one (and its notebook) open.
+    first.goto(f"{lab.base}/lab/workspaces/saved/tree/{SAVED}?token={lab.token}", wait_until="domcontentloaded",
+               timeout=30_000)
+    first.wait_for_function(NOTEBOOK_READY, timeout=40_000, polling=250)
+    first.evaluate(RUN_ALL_AND_SAVE)
+    first.wait_for_function(ALL_DONE, arg=len(SAVED_CELLS), timeout=120_000, polling=250)
+    live = first.evaluate(RENDERED)
+    assert not [t for cell in live for _, t in cell if WIDGET_ERROR in t], live
+    assert first.evaluate(SAVE_AND_SHUT_DOWN) is False
+    first.close()
 
-        again = chromium.new_page(viewport={"width": 1400, "height": 1000})
-        again.set_default_timeout(10_000)
-        again.goto(lab.url(SAVED), wait_until="domcontentloaded", timeout=30_000)
-        again.wait_for_function(OPENED, timeout=40_000, polling=250)
-        again.wait_for_timeout(2_000)  # let any widget renderer fail, if one were asked to render
-        outputs = again.evaluate(RENDERED)
-        texts = [t for cell in outputs for _, t in cell]
-        assert not [t for t in texts if WIDGET_ERROR in t], outputs
-        assert not [w for cell in outputs for w, _ in cell if w], outputs  # static snapshots, no widget
-        progress = [t for t in texts if t.lstrip().startswith("statusagents")]
-        assert len(progress) == 2 and all("completed6 agents + 10 validators" in t for t in progress), progress
-        assert any(t.startswith("saved: 2/2 cells") for t in texts), texts
+    again = chromium.new_page(viewport={"width": 1400, "height": 1000})
+    again.set_default_timeout(10_000)
+    again.goto(f"{lab.base}/lab/workspaces/reopened/tree/{SAVED}?token={lab.token}",
+               wait_until="domcontentloaded", timeout=30_000)
+    again.wait_for_function(OPENED, timeout=40_000, polling=250)
+    again.wait_for_timeout(2_000)  # let any widget renderer fail, if one were asked to render
+    outputs = again.evaluate(RENDERED)
+    texts = [t for cell in outputs for _, t in cell]
+    assert not [t for t in texts if WIDGET_ERROR in t], outputs
+    assert not [w for cell in outputs for w, _ in cell if w], outputs  # static snapshots, no widget
+    progress = [t for t in texts if t.lstrip().startswith("statusagents")]
+    assert len(progress) == 2 and all("completed6 agents + 10 validators" in t for t in progress), progress
+    assert any(t.startswith("saved: 2/2 cells") for t in texts), texts

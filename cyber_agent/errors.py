@@ -24,9 +24,10 @@
     │   ├── LLMProtocolError        the provider answered with a body that cannot be read
     │   ├── ReplayDivergenceError   a replayed run asked something the recording did not hold
     │   └── ScriptExhaustedError    a scripted fake model was called more often than scripted
-    └── RunError                    a run cannot start or continue
-        ├── BudgetExceededError     a tree-wide budget refused work
-        └── RunInterruptedError     the kernel's interrupt (■) stopped a run (one line in a notebook)
+    ├── RunError                    a run cannot start or continue
+    │   ├── BudgetExceededError     a tree-wide budget refused work
+    │   └── RunInterruptedError     the kernel's interrupt (■) stopped a run (one line in a notebook)
+    └── ImportFormatError           a file given to an importer is not what it claims (names the file)
 
 Control-flow signals (approval required, stop requested) are not errors and live beside the
 code that raises them. Exceptions carry data; they never log.
@@ -44,6 +45,7 @@ __all__ = [
     "CyberAgentError",
     "GoalError",
     "GoalNotFoundError",
+    "ImportFormatError",
     "InvalidIdError",
     "InvalidUpdateError",
     "LLMError",
@@ -251,3 +253,14 @@ class RunInterruptedError(RunError):
 
     def _render_traceback_(self) -> list[str]:
         return [f"{type(self).__name__}: {self}"]
+
+
+class ImportFormatError(CyberAgentError, ValueError):
+    """A file given to an importer is not the format it claims; names the file and the first misfit."""
+
+    def __init__(self, path: Path | str, source: str, problem: str) -> None:
+        self.path = Path(path)
+        self.source = source
+        self.problem = problem
+        article = "an" if source[:1].lower() in "aeiou" else "a"
+        super().__init__(f"{self.path} is not {article} {source}: {problem}")

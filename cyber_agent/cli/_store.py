@@ -3,6 +3,7 @@
     cyber-agent --store file:.trace copy --to sqlite:///runs.db [ROOT ...]
     cyber-agent --store sqlite:///runs.db export ROOT ... --out runs.jsonl.gz
     cyber-agent --store sqlite:///runs.db import runs.jsonl.gz
+    cyber-agent import --from inspect|otel|redel PATH... [--store URL]   (other tools' runs: docs/importers.md)
     cyber-agent --store sqlite:///runs.db stop ROOT [--reason TEXT]
 
 Every command takes the global `--store URL` (`cyber_agent/trace/store_url.py:open_store`).
@@ -50,9 +51,12 @@ def add_report(sub: Subparsers) -> None:
 
 
 def add_import(sub: Subparsers) -> None:
-    """Add `import` to the command line."""
-    imported = sub.add_parser("import", help="load an export file into --store")
-    imported.add_argument("path", help="export file written by `cyber-agent export` or export_traces()")
+    """Add `import` to the command line: export files, or other tools' runs with `--from`."""
+    imported = sub.add_parser("import", help="load export files, or other tools' runs (--from), into --store")
+    imported.add_argument("paths", nargs="+", metavar="PATH",
+                          help="export file (`cyber-agent export`), or with --from: log files or folders of them")
+    imported.add_argument("--from", dest="source", choices=["export", "inspect", "otel", "redel"], default="export",
+                          help="export (default) | inspect (.eval/.json logs) | otel (OTLP/JSON) | redel (state.json runs)")
     imported.add_argument("--skip-existing", action="store_true", help="leave traces the store already has")
     add_store_option(imported)
     set_async_handler(imported, import_command)
@@ -105,14 +109,20 @@ async def report_command(args: argparse.Namespace) -> int:
 
 
 async def import_command(args: argparse.Namespace) -> int:
-    """Load an export file into `--store`."""
-    from cyber_agent.notebook.export import load_export
+    """Load export files into `--store`, or other tools' runs (`--from inspect|otel|redel`, docs/importers.md)."""
     from cyber_agent.trace import open_store
 
     store = open_store(args.store)
-    records = await load_export(args.path).read_records(None)
-    written = await store.import_records(records, skip_existing=args.skip_existing)
-    print(f"imported {len(written)} of {len(records)} traces into {store!r}")
+    if args.source != "export":
+        from cyber_agent.importers._command import import_command as import_runs_command
+
+        return await import_runs_command(store, args.paths, args.source)
+    from cyber_agent.notebook.export import load_export
+
+    for path in args.paths:
+        records = await load_export(path).read_records(None)
+        written = await store.import_records(records, skip_existing=args.skip_existing)
+        print(f"imported {len(written)} of {len(records)} traces into {store!r}")
     return 0
 
 

@@ -26,6 +26,7 @@ from cyber_agent.notebook.display import enable_figure_display
 from cyber_agent.notebook.explorer import TraceExplorer
 from cyber_agent.notebook.export import EXPORT_FORMAT, EXPORT_VERSION, aexport_traces, export_traces, load_export
 from cyber_agent.notebook.frames import SCHEMAS, TraceFrames, ato_frames, to_frames
+from cyber_agent.notebook.imports import aload_runs, load_runs
 from cyber_agent.notebook.launch import RunHandle, launch, run_config
 from cyber_agent.notebook.parquet import read_parquet
 from cyber_agent.notebook.progress import AgentActivity, ProgressSnapshot
@@ -57,6 +58,7 @@ __all__ = [
     "TraceRecord",
     "TreeView",
     "aexport_traces",
+    "aload_runs",
     "ato_frames",
     "budget_frame",
     "budget_table",
@@ -70,6 +72,7 @@ __all__ = [
     "in_notebook",
     "launch",
     "load_export",
+    "load_runs",
     "plot_budget",
     "plot_usage_by_agent",
     "plot_usage_over_time",

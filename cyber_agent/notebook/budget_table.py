@@ -58,7 +58,9 @@ class BudgetTable(RichDisplay):
 
     def _headline(self) -> str:
         attrs = self.frame.attrs
-        source = {"given": "what-if limits", "tree": "the tree's limits"}.get(str(attrs.get("limits_source")), "no limits")
+        source = {"given": "what-if limits", "tree": "the tree's limits",
+                  "unknown": f"limits unknown ({attrs.get('source')} records none)"}.get(
+            str(attrs.get("limits_source")), "no limits")
         return f"Tree budget ({attrs.get('mode', 'legacy')}, {source}, usage from {attrs.get('usage_source', 'traces')})"
 
     def _notes(self) -> list[tuple[str, str]]:
@@ -68,6 +70,8 @@ class BudgetTable(RichDisplay):
             notes.append((f"{attrs.get('status', 'stopped')}", str(attrs["stop_reason"])))
         if attrs.get("refusal"):
             notes.append(("last refusal", str(attrs["refusal"])))
+        if attrs.get("unknown"):
+            notes.append(("not recorded by the source", ", ".join(attrs["unknown"]) + " (— above)"))
         return notes
 
     def __repr__(self) -> str:

@@ -105,7 +105,9 @@ def budget_frame(
     refused tool call (a child quota, a batch the budget refused). `attrs["stop_reason"]` is why
     the root did not complete and `attrs["refusal"]` the tree's last refusal of any kind.
     `limits` (keys of `Trace.root_setup.resource_budget`, e.g. `ResourceBudget().model_dump()`) replaces
-    the tree's own limits: "what would this legacy run use of a recursive budget?".
+    the tree's own limits: "what would this legacy run use of a recursive budget?". An imported tree
+    (`cyber_agent/importers/`) has `used` NaN for what its source did not record (`attrs["unknown"]`)
+    and `attrs["limits_source"] == "unknown"`: the source records no limits, which is not "no limit".
     """
     frames = _tree(source, root_trace_id)
     now = now or datetime.now(timezone.utc)
@@ -119,6 +121,9 @@ def budget_frame(
         used, source_name = _recorded_usage(record, root["status"] == "running", now), "resource_usage"
     else:
         used, source_name = _computed_usage(frames, now), "traces"
+    unknown = _unknown_usage(root)
+    for resource in unknown:
+        used[resource] = np.nan
     recorded_refusal = str((record or {}).get("last_refusal") or "")
     refused, latest_refusal, refused_calls = _tool_refusals(frames)
     recursive = root["agent_mode"] == "recursive"
@@ -147,8 +152,25 @@ def budget_frame(
         "stop_reason": None if root["status"] in ("completed", "running") else (
             root["error_message"] if isinstance(root["error_message"], str) else f"the run ended {root['status']}"),
         "refusal": last,
+        "source": str(root["source"]) if isinstance(root["source"], str) else "native",
+        "unknown": sorted(unknown),
     })
+    if frame.attrs["source"] != "native" and budget is None:
+        frame.attrs["limits_source"] = "unknown"  # the source records none: not "no limit"
     return frame
+
+
+def _unknown_usage(root: pd.Series) -> set[str]:
+    """Resources an imported tree's source did not record (NaN `used`, not 0): from `missing`."""
+    missing = set(str(root["missing"]).split(",")) if isinstance(root["missing"], str) else set()
+    unknown = set()
+    if "usage" in missing:
+        unknown |= {"tokens", "cost_usd"}
+    if "cost" in missing:
+        unknown.add("cost_usd")
+    if "timestamps" in missing:
+        unknown.add("duration_seconds")
+    return unknown
 
 
 def _row(resource: str, value: float, limit: float, unit: str, refusal: str | None) -> dict[str, Any]:

@@ -83,8 +83,9 @@ class TreeIndex:
 
 
 def trace_rows(records: Sequence[TraceRecord], index: TreeIndex, names: Sequence[str],
-               refusals: Sequence[str | None] | None = None) -> Columns:
-    """One row per trace (`refusals`: each record's last refused tool call, when messages were read)."""
+               refusals: Sequence[str | None] | None = None, origin: str | None = None) -> Columns:
+    """One row per trace (`refusals`: each record's last refused tool call, when messages were read;
+    `origin`: the store URL or export the records came from, the `provenance` of native traces)."""
     cols = _columns(names)
     for number, record in enumerate(records):
         meta, lineage, trace_id = record.trace, record.lineage, record.trace_id
@@ -128,10 +129,20 @@ def trace_rows(records: Sequence[TraceRecord], index: TreeIndex, names: Sequence
             "protocol": record.protocol,
             "root_setup": record.root_setup,
             "resource_usage": record.resource_usage,
+            **_provenance_values(meta.get("provenance"), origin),
         }
         for name in names:
             cols[name].append(values[name])
     return cols
+
+
+def _provenance_values(provenance: object, origin: str | None) -> dict[str, Any]:
+    """`source`, `provenance`, `source_ids`, `missing` of a trace (`Trace.provenance`; native when None)."""
+    if not isinstance(provenance, dict):
+        return {"source": "native", "provenance": origin, "source_ids": None, "missing": None}
+    missing = provenance.get("missing") or []
+    return {"source": provenance.get("source"), "provenance": provenance.get("path"),
+            "source_ids": provenance.get("ids") or {}, "missing": ",".join(missing) or None}
 
 
 # Every field a persisted message has; older or foreign records missing some get these defaults.

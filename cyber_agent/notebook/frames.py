@@ -35,7 +35,7 @@ from cyber_agent.notebook.records import (
 from cyber_agent.notebook.sql_frames import sql_dialect, sql_event_rows, sql_message_tables
 from cyber_agent.trace.bulk import gc_paused
 
-__all__ = ["SCHEMAS", "TraceFrames", "ato_frames", "frames_from_records", "to_frames"]
+__all__ = ["SCHEMAS", "TraceFrames", "ato_frames", "frames_from_records", "store_origin", "to_frames"]
 
 TS = "datetime64[ns, UTC]"
 S, I, NI, F, B, NB, O = "string", "int64", "Int64", "float64", "bool", "boolean", "object"
@@ -48,7 +48,8 @@ SCHEMAS: dict[str, dict[str, str]] = {
         "total_prompt_tokens": I, "total_completion_tokens": I, "total_cached_tokens": I, "total_tokens": I,
         "total_cost": F, "head_sequence": I, "current_goal_id": S, "result_summary": S, "error_message": S,
         "refusal": S, "created_at": TS, "updated_at": TS, "completed_at": TS, "duration_seconds": F, "context": O,
-        "protocol": O, "root_setup": O, "resource_usage": O,
+        "protocol": O, "root_setup": O, "resource_usage": O, "source": S, "provenance": S, "source_ids": O,
+        "missing": S,
     },
     "messages": {
         "trace_id": S, "message_id": S, "sequence": I, "message_role": S, "goal_id": S, "parent_sequence": NI,
@@ -242,12 +243,13 @@ class TraceFrames(RichDisplay):
 
 def frames_from_records(
     records: Sequence[TraceRecord], *, with_messages: bool = True, tables: rows.MessageTables | None = None,
-    event_columns: rows.Columns | None = None,
+    event_columns: rows.Columns | None = None, origin: str | None = None,
 ) -> TraceFrames:
     """Build the frames from trace records (pure; no store access).
 
     `tables` and `event_columns` replace what the records' messages and events would give (the
-    SQLite store reads them with SQL, `cyber_agent/notebook/sql_frames.py`).
+    SQLite store reads them with SQL, `cyber_agent/notebook/sql_frames.py`); `origin` is the store
+    URL or export path the records came from (the `provenance` column of native traces).
     """
     index = rows.TreeIndex(records)
     if tables is None:
@@ -255,7 +257,7 @@ def frames_from_records(
     counts = tables.role_counts if with_messages else None
     return TraceFrames(
         traces=_frame("traces", rows.trace_rows(records, index, list(SCHEMAS["traces"]),
-                                                tables.refusals if with_messages else None)),
+                                                tables.refusals if with_messages else None, origin)),
         messages=_frame("messages", tables.messages),
         tool_calls=_frame("tool_calls", tables.tool_calls),
         goals=_frame("goals", rows.goal_rows(records, list(SCHEMAS["goals"]))),
@@ -280,14 +282,26 @@ async def ato_frames(
             records = await read_records(store, root_ids, messages=False, events=False)
             tables = sql_message_tables(store, records) if messages else None
             event_columns = sql_event_rows(store, records, list(SCHEMAS["events"])) if events else None
-            frames = frames_from_records(records, with_messages=messages, tables=tables, event_columns=event_columns)
+            frames = frames_from_records(records, with_messages=messages, tables=tables, event_columns=event_columns,
+                                         origin=store_origin(store))
         else:
             records = await read_records(store, root_ids, messages=messages, events=events)
-            frames = frames_from_records(records, with_messages=messages)
+            frames = frames_from_records(records, with_messages=messages, origin=store_origin(store))
         # Freed here by reference counting, so the collection owed on leaving the pause only
         # walks what the frames keep (payload and argument dicts), not every parsed record.
         del records
     return frames
+
+
+def store_origin(store: object) -> str:
+    """What a native trace's `provenance` column says: the store URL, the export file, or `memory:`."""
+    from cyber_agent.trace.store_url import store_url_of
+
+    url = store_url_of(store)
+    if url is not None:
+        return url
+    source = getattr(store, "source", None)  # a ReadOnlyTraceStore over an export names its file
+    return str(source) if isinstance(source, str) else "memory:"
 
 
 def to_frames(

@@ -1,7 +1,8 @@
 """Record -> replay of multi-agent runs: keyed by position in the tree, the replayed tree equals the recorded one.
 
 Frames are compared with ids normalised (`normalise_ids`: fresh root UUIDs and T2 timestamps) and
-every time field dropped (`*_at`, `duration_ms`, `duration_seconds`); nothing else is excused.
+every time field dropped (`*_at`, `duration_ms`, `duration_seconds`) and the `provenance` column
+(it names the store each tree was read from); nothing else is excused.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ def _timeless(value: Any) -> Any:
 async def tree_frames(store, root_id: str) -> dict[str, list[dict]]:
     frames = await ato_frames(store, root_id)
     rows = {name: json.loads(getattr(frames, name).to_json(orient="records", date_format="iso")) for name in FRAMES}
+    for row in rows["traces"]:
+        row.pop("provenance", None)  # names the store each tree was read from, by design (docs/importers.md)
     return normalise_ids(_timeless(rows))
 
 

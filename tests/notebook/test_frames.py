@@ -64,8 +64,9 @@ def test_a_trace_written_right_now_is_counted_past_its_checkpoint(tmp_path):
     assert (row["total_messages"], row["total_tokens"], row["head_sequence"]) == (5, 50, 5)
     assert frames.goals.iloc[0]["self_messages"] == 5
     again = to_frames(ProtocolOnly(reader), trace_id)
-    # The store's reader stamps updated_at when it counts messages past the checkpoint; the rest is equal.
-    volatile = ["updated_at", "duration_seconds"]
+    # The store's reader stamps updated_at when it counts messages past the checkpoint; the rest is equal
+    # (but `provenance`, which names the store each side was read from).
+    volatile = ["updated_at", "duration_seconds", "provenance"]
     pd.testing.assert_frame_equal(frames.traces.drop(columns=volatile), again.traces.drop(columns=volatile))
     pd.testing.assert_frame_equal(frames.messages, again.messages)
     pd.testing.assert_frame_equal(frames.goals, again.goals)

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from nb_helpers import same_data
 from cyber_agent.cli import main
 from cyber_agent.notebook import to_frames
 from cyber_agent.notebook.frames import frames_from_records
@@ -23,7 +24,7 @@ def _records_path(store: SQLiteTraceStore):  # noqa: ANN202
 
 def _assert_same(a: object, b: object) -> None:
     for name in FRAMES:
-        pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), obj=name)
+        pd.testing.assert_frame_equal(same_data(getattr(a, name)), same_data(getattr(b, name)), obj=name)
 
 
 def test_a_recursive_demo_tree_gives_the_same_frames_both_ways(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from nb_helpers import same_data
 from cyber_agent.cli import main
 from cyber_agent.errors import ConflictError
 from cyber_agent.notebook import to_frames
@@ -20,7 +21,8 @@ FRAMES = ("traces", "messages", "tool_calls", "goals", "events", "usage", "repor
 def _assert_same_frames(a: object, b: object) -> None:
     for name in FRAMES:
         left, right = getattr(a, name), getattr(b, name)
-        pd.testing.assert_frame_equal(left.reset_index(drop=True), right.reset_index(drop=True), obj=name)
+        pd.testing.assert_frame_equal(same_data(left.reset_index(drop=True)), same_data(right.reset_index(drop=True)),
+                                      obj=name)
 
 
 @pytest.fixture

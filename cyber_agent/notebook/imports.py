@@ -1,0 +1,64 @@
+"""`load_runs(path, store=...)`: open another tool's runs in a notebook (formats detected).
+
+    runs = load_runs("logs/")                     # Inspect logs, OTLP/JSON files, ReDel run folders
+    draw_trace_tree(runs.store, runs.roots[0])    # every helper works on the imported trees
+    to_frames(runs.store).traces[["source", "provenance", "source_id"]]
+
+It is `cyber_agent/importers/_run.py:import_runs` with a progress bar (an ipywidgets bar in a
+notebook, none elsewhere) and a default store in memory. See docs/importers.md.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from cyber_agent.importers import ImportProgress, ImportSummary, import_runs
+from cyber_agent.notebook.bridge import in_notebook, run_sync
+from cyber_agent.trace.memory_store import InMemoryTraceStore
+from cyber_agent.trace.protocols import TraceStore
+from cyber_agent.trace.store_url import open_store
+
+__all__ = ["aload_runs", "load_runs"]
+
+PathArg = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
+
+
+class _Bar:
+    """An ipywidgets progress bar shown on the first update (nothing outside a notebook)."""
+
+    def __init__(self) -> None:
+        self.widget: Any = None
+
+    def __call__(self, update: ImportProgress) -> None:
+        if not in_notebook():
+            return
+        import ipywidgets as widgets
+        from IPython.display import display
+
+        if self.widget is None:
+            self.widget = widgets.IntProgress(min=0, max=update.total, description="import")
+            display(self.widget)
+        self.widget.value = update.done
+        self.widget.description = f"{update.done}/{update.total}"
+
+
+def _paths(path: PathArg) -> list[Path]:
+    if isinstance(path, (str, os.PathLike)):
+        return [Path(path)]
+    return [Path(p) for p in path]
+
+
+async def aload_runs(path: PathArg, store: TraceStore | str | None = None, *, source: str | None = None,
+                     progress: bool = True) -> ImportSummary:
+    """Import files or folders into `store` (a store, a store URL, or None: a new memory store)."""
+    target = InMemoryTraceStore() if store is None else open_store(store) if isinstance(store, str) else store
+    return await import_runs(_paths(path), target, source=source, progress=_Bar() if progress else None)
+
+
+def load_runs(path: PathArg, store: TraceStore | str | None = None, *, source: str | None = None,
+              progress: bool = True) -> ImportSummary:
+    """Import files or folders and return the summary (`.store`, `.roots`); sync twin of `aload_runs`."""
+    return run_sync(aload_runs(path, store, source=source, progress=progress))

@@ -25,7 +25,8 @@
     │   ├── ReplayDivergenceError   a replayed run asked something the recording did not hold
     │   └── ScriptExhaustedError    a scripted fake model was called more often than scripted
     ├── RunError                    a run cannot start or continue
-    │   └── BudgetExceededError     a tree-wide budget refused work
+    │   ├── BudgetExceededError     a tree-wide budget refused work
+    │   └── RunInterruptedError     the kernel's interrupt (■) stopped a run (one line in a notebook)
     └── ImportFormatError           a file given to an importer is not what it claims (names the file)
 
 Control-flow signals (approval required, stop requested) are not errors and live beside the
@@ -55,6 +56,7 @@ __all__ = [
     "NotFoundError",
     "ReplayDivergenceError",
     "RunError",
+    "RunInterruptedError",
     "ScriptExhaustedError",
     "StoreError",
     "StoreUnavailableError",
@@ -249,6 +251,22 @@ class BudgetExceededError(RunError):
         self.used = used
         self.limit = limit
         super().__init__(f"budget exceeded: {resource} used {used} of limit {limit}")
+
+
+class RunInterruptedError(RunError):
+    """An interrupt (the kernel's ■, Ctrl-C) stopped a run while a cell waited for it.
+
+    IPython shows it as its one message line (`_render_traceback_`), not a traceback: the stop
+    is what the user asked for. `trace_id` names the stopped root, `status` its final status.
+    """
+
+    def __init__(self, trace_id: str | None, status: str, detail: str) -> None:
+        self.trace_id = trace_id
+        self.status = status
+        super().__init__(f"stopped by interrupt: {detail}")
+
+    def _render_traceback_(self) -> list[str]:
+        return [f"{type(self).__name__}: {self}"]
 
 
 class ImportFormatError(CyberAgentError, ValueError):

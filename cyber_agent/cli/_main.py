@@ -16,7 +16,7 @@ from cyber_agent.cli._run import add_demo, add_run
 from cyber_agent.cli._schema import add_schema
 from cyber_agent.cli._server import add_extractions, add_serve
 from cyber_agent.cli._show import add_show
-from cyber_agent.cli._store import add_copy, add_export, add_import, add_stop
+from cyber_agent.cli._store import add_copy, add_export, add_import, add_report, add_stop
 from cyber_agent.cli._sweep import add_sweep
 from cyber_agent.errors import CyberAgentError
 
@@ -37,6 +37,7 @@ COMMANDS: tuple[Callable[[Subparsers], None], ...] = (
     add_sweep,
     add_schema,
     add_fork,
+    add_report,
 )
 """One registration per command, in `--help` order: each adds its parser and sets its handler."""
 

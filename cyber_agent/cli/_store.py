@@ -19,7 +19,7 @@ import sys
 
 from cyber_agent.cli._options import Subparsers, add_store_option, set_async_handler
 
-__all__ = ["add_copy", "add_export", "add_import", "add_stop"]
+__all__ = ["add_copy", "add_export", "add_import", "add_report", "add_stop"]
 
 
 def add_copy(sub: Subparsers) -> None:
@@ -39,6 +39,15 @@ def add_export(sub: Subparsers) -> None:
     export.add_argument("--out", required=True, help="export file (.jsonl or .jsonl.gz)")
     add_store_option(export)
     set_async_handler(export, export_command)
+
+
+def add_report(sub: Subparsers) -> None:
+    """Add `report` to the command line."""
+    report = sub.add_parser("report", help="write a run as one self-contained HTML file (tree view, pages, budget)")
+    report.add_argument("root_id", help="root trace id of the run")
+    report.add_argument("-o", "--out", required=True, help="HTML file to write, e.g. run.html")
+    add_store_option(report)
+    set_async_handler(report, report_command)
 
 
 def add_import(sub: Subparsers) -> None:
@@ -80,6 +89,22 @@ async def export_command(args: argparse.Namespace) -> int:
 
     path = await aexport_traces(open_store(args.store, create=False), args.root_ids or None, args.out)
     print(f"wrote {path}")
+    return 0
+
+
+async def report_command(args: argparse.Namespace) -> int:
+    """Write the run `args.root_id` of `--store` as one HTML file."""
+    from cyber_agent.notebook.frames import ato_frames
+    from cyber_agent.notebook.tree_view import export_html
+    from cyber_agent.trace import open_store
+
+    store = open_store(args.store)
+    if await store.get_trace(args.root_id) is None:
+        print(f"no trace {args.root_id!r} in {store!r}; pick the store with --store URL (file:.trace, sqlite:///runs.db)",
+              file=sys.stderr)
+        return 1
+    frames = await ato_frames(store, [args.root_id], messages=False, events=False)
+    print(f"wrote {export_html(frames, args.root_id, args.out)}")
     return 0
 
 

@@ -33,6 +33,7 @@ from cyber_agent.notebook.progress import AgentActivity, ProgressSnapshot
 from cyber_agent.notebook.records import TraceRecord, read_records
 from cyber_agent.notebook.stepper import ReportStepper
 from cyber_agent.notebook.store_view import ReadOnlyTraceStore
+from cyber_agent.notebook.tree_view import TreeView, export_html
 from cyber_agent.notebook.trees import (
     draw_goal_tree,
     draw_trace_tree,
@@ -55,6 +56,7 @@ __all__ = [
     "TraceExplorer",
     "TraceFrames",
     "TraceRecord",
+    "TreeView",
     "aexport_traces",
     "aload_runs",
     "ato_frames",
@@ -64,6 +66,7 @@ __all__ = [
     "draw_trace_tree",
     "draw_tree",
     "enable_figure_display",
+    "export_html",
     "export_traces",
     "goal_graph",
     "in_notebook",

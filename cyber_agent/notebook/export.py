@@ -91,6 +91,12 @@ def export_traces(source: StoreSource, root_ids: Sequence[str] | str | None, pat
 def load_export(path: str | os.PathLike[str]) -> ReadOnlyTraceStore:
     """Read an export into a read-only store; nothing runs. Raise CorruptRecordError naming the file."""
     source = Path(path)
+    if not source.is_file():
+        here = Path.cwd()
+        raise FileNotFoundError(
+            f"no export file at {str(path)!r} (looked in {source.resolve()}; the working directory is {here}); "
+            "write one with export_traces(store, root_id, path), or fix the path (a notebook under notebooks/ "
+            "reaches the repository's data as '../data/...')")
     records: list[TraceRecord] = []
     header: dict[str, Any] | None = None
     ended = False

@@ -22,11 +22,19 @@ from typing import Any, Literal
 from cyber_agent.core.config import RunConfig
 from cyber_agent.core.runner import AgentRunner, RunResult
 from cyber_agent.core.trace_setup import parse_root_task_anchor
-from cyber_agent.errors import ConfigurationError, CyberAgentError, RunError
+from cyber_agent.errors import ConfigurationError, CyberAgentError, RunError, RunInterruptedError
 from cyber_agent.llm.settings import ProviderSettings
 from cyber_agent.llm.types import LLMCall
 from cyber_agent.notebook.bridge import background_loop, in_background_thread
 from cyber_agent.notebook.display import RichDisplay, html_table
+from cyber_agent.notebook.interrupt import (
+    STOP_GRACE_SECONDS,
+    current_cell_id,
+    previous_run_of_cell,
+    remember_cell_run,
+    sigint_calls,
+    sigint_raises,
+)
 from cyber_agent.notebook.progress import ProgressSnapshot, ProgressTracker
 from cyber_agent.notebook.progress_view import ViewGroup, WidgetView, make_view, widget_view
 from cyber_agent.notebook.records import read_records
@@ -151,25 +159,112 @@ class RunHandle(RichDisplay):
 
         return asyncio.run_coroutine_threadsafe(request(), self._loop).result(timeout=30)
 
+    def interrupt(self, reason: str = "interrupted from the notebook") -> list[str]:
+        """Stop the run's whole subtree now: flag every registered descendant and trip the tree's
+        interrupt fence, so each run halts at its next provider call, tool or spawn; return the ids flagged."""
+        trace_id = self.trace_id
+        if trace_id is None or self.done:
+            return []
+
+        async def request() -> list[str]:
+            self.runner.interrupt(trace_id, reason)
+            return self.runner.stop(trace_id, reason)
+
+        if in_background_thread():
+            self.runner.interrupt(trace_id, reason)
+            return self.runner.stop(trace_id, reason)
+        return asyncio.run_coroutine_threadsafe(request(), self._loop).result(timeout=30)
+
     async def result(self) -> RunResult:
-        """Wait for the end of the run and return its RunResult."""
+        """Wait for the end of the run and return its RunResult.
+
+        The kernel's interrupt (■) while waiting stops the run's subtree and, once it ended,
+        raises `RunInterruptedError` (one line); a second ■ cancels the run outright.
+        """
+        loop = asyncio.get_running_loop()
+        run = asyncio.wrap_future(self._future)
+        interrupts = asyncio.Queue[None]()
+        hits = 0
+        deadline: float | None = None
+
+        def on_sigint() -> None:
+            loop.call_soon_threadsafe(interrupts.put_nowait, None)
+
         try:
-            return await asyncio.wrap_future(self._future)
+            with sigint_calls(on_sigint):
+                while not run.done():
+                    signal: asyncio.Future[Any] = asyncio.ensure_future(interrupts.get())
+                    timeout = None if deadline is None else max(0.0, deadline - loop.time())
+                    waiting: set[asyncio.Future[Any]] = {run, signal}
+                    done, _ = await asyncio.wait(waiting, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                    if signal not in done:
+                        signal.cancel()
+                    if run in done:
+                        break
+                    if signal in done and hits == 0:
+                        hits, deadline = 1, loop.time() + STOP_GRACE_SECONDS
+                        self.interrupt("stopped by interrupt (■) while awaiting the result")
+                    else:  # a second ■, or the stop took longer than the grace period
+                        hits = 2
+                        self._future.cancel()
+                        break
+        except asyncio.CancelledError:
+            # Cancelled from outside (the kernel's own SIGINT handler, a timeout): never leave the run unseen.
+            self.interrupt("the cell awaiting the result was cancelled")
+            raise
         finally:
             self._views.resend()
+        if hits:
+            raise self._interrupted(forced=hits > 1) from None
+        return await run
 
     def wait(self, timeout: float | None = None) -> RunResult:
-        """Block until the run ends and return its RunResult; interrupting stops the run."""
+        """Block until the run ends and return its RunResult.
+
+        Interrupting (■, Ctrl-C) stops the run's subtree, waits for it to end and raises
+        `RunInterruptedError` (one line); a second interrupt cancels the run outright.
+        """
         if in_background_thread():
             raise RuntimeError("wait() on the background loop would block the run itself; use `await handle.result()`")
-        try:
-            result = self._future.result(timeout)
-            self._views.resend()
-            return result
-        except KeyboardInterrupt:
-            if self.trace_id is not None and not self.done:
-                self.stop("interrupted while waiting")
-            raise
+        forced = False
+        with sigint_raises():
+            try:
+                result = self._future.result(timeout)
+                self._views.resend()
+                return result
+            except KeyboardInterrupt:
+                pass
+            self.interrupt("stopped by interrupt (■) while waiting")
+            try:
+                self._future.result(STOP_GRACE_SECONDS)
+            except KeyboardInterrupt:
+                forced = True
+            except concurrent.futures.TimeoutError:
+                forced = True
+            except BaseException:  # noqa: BLE001 - the run's own error is reported by the line below
+                pass
+            if forced:
+                self._future.cancel()
+        self._views.resend()
+        raise self._interrupted(forced=forced) from None
+
+    def _relaunched(self) -> str:
+        """Stop this run if it still goes on (its cell launched again) and say what became of it, in one line."""
+        where = f"its traces stay in {type(self.store).__name__}"
+        if self.done or self.trace_id is None:
+            return f"the previous run of this cell, {self.trace_id}, had ended {self._snapshot.status}; {where}"
+        flagged = self.interrupt("its notebook cell launched a new run")
+        return (f"the previous run of this cell, {self.trace_id}, was still running: stopped it "
+                f"(subtree stop, {len(flagged)} traces flagged); {where}")
+
+    def _interrupted(self, *, forced: bool) -> RunInterruptedError:
+        """The one-line error of an interrupted wait (the run has ended, or was cancelled when `forced`)."""
+        p = self._snapshot
+        status = "cancelled" if forced or self._future.cancelled() else p.status
+        how = "cancelled (a second interrupt, or the stop took too long)" if forced else f"ended {status}"
+        detail = (f"run {self.trace_id} {how} after {p.llm_calls} LLM calls, {p.agents} agents; "
+                  f"its traces stay in {type(self.store).__name__}")
+        return RunInterruptedError(self.trace_id, status, detail)
 
     # ---- the run, on the background loop --------------------------------------------------
     async def _drive(self) -> RunResult:
@@ -307,6 +402,11 @@ async def launch(
     config = run_config(mode=mode, model=model, workspace=workspace, max_iterations=max_iterations, **run_config_fields)
     messages = [{"role": "user", "content": task}] if isinstance(task, str) else [dict(m) for m in task]
     runner = AgentRunner(trace_store=_store(store), llm_call=llm_call, tool_registry=tool_registry)
+    cell = current_cell_id()
+    earlier = previous_run_of_cell(cell)
+    if isinstance(earlier, RunHandle):
+        print(earlier._relaunched())  # before the new progress view, so it reads first
     handle = RunHandle(runner=runner, config=config, messages=messages, progress=progress, poll_interval=poll_interval)
+    remember_cell_run(cell, handle)
     await asyncio.wrap_future(handle._started)
     return handle

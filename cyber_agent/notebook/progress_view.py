@@ -69,6 +69,8 @@ class WidgetView(RichDisplay):
         self.widget = ipywidgets.HTML(value=snapshot.to_html())
         """The widget (its value is the snapshot's HTML)."""
         self._last = 0.0
+        self._closed = False
+        self._displays: list[Any] = []  # IPython DisplayHandles of the outputs showing this view
 
     def update(self, snapshot: ProgressSnapshot) -> None:
         """Show `snapshot` unless the widget changed less than 0.1 s ago (the next refresh shows it)."""
@@ -79,9 +81,32 @@ class WidgetView(RichDisplay):
             self.widget.value = snapshot.to_html()
 
     def close(self, snapshot: ProgressSnapshot) -> None:
-        """Show the final snapshot."""
+        """Show the final snapshot, and replace each output showing the widget by that snapshot as static HTML.
+
+        The replacement (`update_display_data` by display id, which JupyterLab and nbclient route
+        to the output whatever cell runs now) is what a saved notebook keeps: it reopens readable
+        without a kernel and without widget state, never as "model not found".
+        """
         self._snapshot = snapshot
         self.widget.value = snapshot.to_html()
+        self._closed = True
+        self.settle()
+
+    def settle(self) -> None:
+        """Replace every output showing this view by the static snapshot (again: from a cell, nbclient records it)."""
+        for shown in self._displays:
+            shown.update(self.static_bundle(), raw=True)
+
+    def static_bundle(self) -> dict[str, str]:
+        """The latest snapshot as text/plain and text/html only (no widget)."""
+        return {"text/plain": self.to_text(), "text/html": self.to_html()}
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        # A display id, so `close` can replace this output by the final snapshot; a closed view shows it at once.
+        bundle = self.static_bundle() if self._closed else self._repr_mimebundle_()
+        self._displays.append(display(bundle, raw=True, display_id=True))
 
     def resend(self) -> None:
         """Send the widget's state again from the calling thread (see `ViewGroup.resend`)."""
@@ -135,6 +160,8 @@ class ViewGroup:
         """
         for view in list(self.views):
             resend = getattr(view, "resend", None)
+            if isinstance(view, WidgetView) and view._closed:
+                resend = view.settle
             if resend is not None:
                 try:
                     resend()

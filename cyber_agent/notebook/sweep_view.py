@@ -6,7 +6,8 @@
 
 The view is an observer for `cyber_agent/experiments/engine.py:run_sweep`: every snapshot
 updates an ipywidgets progress bar and a line of counts. A saved notebook reopened without the
-widget state shows the last snapshot as HTML (the `text/html` fallback of the bundle).
+widget state shows the last snapshot as HTML: once the sweep has nothing running or pending,
+every output showing the view is replaced (by display id) with the static snapshot.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ class SweepProgressView:
         self.bar = widgets.IntProgress(value=0, min=0, max=1, description=title or "sweep", bar_style="info")
         self.line = widgets.HTML(value="waiting for the sweep to start")
         self.widget = widgets.VBox([self.bar, self.line])
+        self._displays: list[Any] = []  # IPython DisplayHandles of the outputs showing this view
 
     def __call__(self, snapshot: SweepProgress) -> None:
         """Show a snapshot (the engine calls this on every change)."""
@@ -41,6 +43,25 @@ class SweepProgressView:
         finished = snapshot.running == 0 and snapshot.pending == 0
         self.bar.bar_style = "danger" if snapshot.failed else ("success" if finished else "info")
         self.line.value = self.to_html()
+        if finished:  # a saved notebook keeps the static snapshot, never a widget it cannot restore
+            for shown in self._displays:
+                shown.update(self.static_bundle(), raw=True)
+
+    @property
+    def finished(self) -> bool:
+        """True once the last snapshot had nothing running or pending."""
+        s = self.latest
+        return s is not None and s.running == 0 and s.pending == 0
+
+    def static_bundle(self) -> dict[str, str]:
+        """The last snapshot as text/plain and text/html only (no widget)."""
+        return {"text/plain": self.to_text(), "text/html": self.to_html()}
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        bundle = self.static_bundle() if self.finished else self._repr_mimebundle_()
+        self._displays.append(display(bundle, raw=True, display_id=True))
 
     def to_text(self) -> str:
         """The last snapshot as one line."""

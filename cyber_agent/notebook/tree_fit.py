@@ -73,7 +73,8 @@ def wrap_label(label: str, chars: int, max_lines: int = 4) -> str:
         lines.extend(textwrap.wrap(line, chars, break_long_words=True) or [""])
     if len(lines) > max_lines:
         lines = lines[:max_lines]
-        lines[-1] = textwrap.shorten(lines[-1] + " …", chars, placeholder=" …") if len(lines[-1]) + 2 > chars else lines[-1] + " …"
+        last = lines[-1].removesuffix("…").rstrip()  # a title already shortened ends in "…": never "… …"
+        lines[-1] = textwrap.shorten(last + " …", chars, placeholder=" …") if len(last) + 2 > chars else last + " …"
     return "\n".join(lines)
 
 

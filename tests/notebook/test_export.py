@@ -122,3 +122,16 @@ def test_damaged_or_foreign_files_are_refused_with_the_file_named(tmp_path, demo
     invalid.write_text("\n".join([lines[0], json.dumps(record), *lines[2:]]) + "\n", encoding="utf-8")
     with pytest.raises(CorruptRecordError, match=r"invalid\.jsonl.*messages"):
         load_export(invalid)
+
+
+def test_a_missing_export_path_says_where_it_looked_and_what_to_do(tmp_path, monkeypatch):
+    import pytest
+
+    from cyber_agent.notebook import load_export
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError) as caught:
+        load_export("data/exports/legacy_demo.jsonl")
+    message = str(caught.value)
+    assert "'data/exports/legacy_demo.jsonl'" in message and str(tmp_path) in message
+    assert "export_traces(store, root_id, path)" in message and "'../data/...'" in message

@@ -127,3 +127,12 @@ def test_a_deep_tree_left_to_right_gets_narrower_labels_and_more_levels():
     lines = [line for text in fig.axes[0].texts for line in text.get_text().split("\n")]
     assert max(len(line) for line in lines) <= 20 and max(t.get_text().count("\n") for t in fig.axes[0].texts) <= 3
     assert wrap_label("one two three four five six seven eight nine ten", 9, max_lines=3) == "one two\nthree\nfour …"
+
+
+def test_a_label_cut_short_twice_ends_in_one_ellipsis():
+    from cyber_agent.notebook.tree_fit import wrap_label
+
+    # A title shortened upstream ("… region …") and then cut to fewer lines: one "…" at the end, never "… …".
+    label = wrap_label("Compute the revenue of one … region from the ledger …", 12, max_lines=2)
+    assert label.endswith(" …") and "… …" not in label and label.count("…") <= 2, label
+    assert wrap_label("alpha beta gamma …\ndelta epsilon …\nzeta …", 20, max_lines=2) == "alpha beta gamma …\ndelta epsilon …"

@@ -70,6 +70,17 @@ async def budget(url: str, root_id: str, worker: str, rounds: str) -> None:
         say(booked=5)
 
 
+async def _until_stopped(store: Any, limit: float = 120.0) -> None:
+    """Wait until a stop of the tree's root is persisted (the stop then meets the run at a known point,
+    whatever the machine's load: no call races the test's write)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        roots = [t.trace_id for t in await store.list_traces(limit=None) if t.parent_trace_id is None]
+        if roots and await store.get_stop_requests(roots):
+            return
+        await asyncio.sleep(0.02)
+
+
 async def busy_tree(url: str) -> None:
     """Run a legacy root whose sub-agent calls a tool forever, until a stop arrives (from anywhere)."""
     from cyber_agent.core.config import RunConfig
@@ -99,6 +110,8 @@ async def busy_tree(url: str) -> None:
             return LLMResponse(content="parent done")
         calls["child"] += 1
         say(child_call=calls["child"])
+        if calls["child"] == 3:  # the test stops the tree now: hold this call until the stop is in the store
+            await _until_stopped(store)
         return LLMResponse(tool_calls=[ToolCall(id=f"p{calls['child']}", name="peek", arguments={})])
 
     runner = AgentRunner(trace_store=store, llm_call=FunctionModel(model), tool_registry=registry)

@@ -11,7 +11,13 @@ providers.
 from __future__ import annotations
 
 import importlib
+import logging
 from typing import TYPE_CHECKING, Any
+
+# Quiet by default (the library convention): nothing of the `cyber_agent.*` loggers reaches
+# stderr unless the application configures logging (`logging.basicConfig(level=logging.INFO)`
+# shows retries, waits and stops; the CLI reads CYBER_AGENT_LOG).
+logging.getLogger("cyber_agent").addHandler(logging.NullHandler())
 
 if TYPE_CHECKING:
     from cyber_agent.core.config import RunConfig

@@ -5,7 +5,8 @@
 
 A progress bar goes to stderr (one rewritten line on a terminal); the summary per mode and
 model (`cyber_agent/experiments/frame.py:summarize`) goes to stdout. Running it again does only
-the work left. Exit status: 0 when every cell finished, 1 when some errored past their retries.
+the work left. `--json` prints one `SweepDocument` (`cyber_agent/cli/_documents.py`) instead
+of the table. Exit status: 0 when every cell finished, 1 when some errored past their retries.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cyber_agent.cli._options import Subparsers, add_store_option, set_async_handler
+from cyber_agent.cli._options import Subparsers, add_json_option, add_store_option, set_async_handler
 
 __all__ = ["add_sweep", "sweep_command"]
 
@@ -28,6 +29,7 @@ def add_sweep(sub: Subparsers) -> None:
     sweep.add_argument("--workers", type=int, default=None, help="process or Ray workers (default: the concurrency)")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
     add_store_option(sweep)
+    add_json_option(sweep, "SweepDocument")
     set_async_handler(sweep, sweep_command)
 
 
@@ -35,6 +37,7 @@ async def sweep_command(args: argparse.Namespace) -> int:
     """Run the sweep of `args.file` on `--store` (or the file's store) and print the summary."""
     import pandas as pd
 
+    from cyber_agent.cli._documents import SweepCells, SweepDocument, SweepGroup, finite_or_none, print_document
     from cyber_agent.experiments import TextProgressBar, run_sweep, summarize
     from cyber_agent.experiments.sweep_file import load_sweep_file
     from cyber_agent.trace import open_store
@@ -50,9 +53,17 @@ async def sweep_command(args: argparse.Namespace) -> int:
     )
     frame = report.frame()
     columns = ["mode", "model", "score_mean", "score_std", "cost_mean", "cost_std", "llm_calls_mean", "cells", "unfinished"]
+    progress = report.progress
+    if args.json:
+        groups = [SweepGroup(mode=str(row["mode"]), model=str(row["model"]), cells=int(row["cells"]),
+                             unfinished=int(row["unfinished"]),
+                             **{name: finite_or_none(row[name]) for name in columns[2:7]})
+                  for row in summarize(frame)[columns].to_dict("records")]
+        print_document(SweepDocument(store=url, summary=groups, cells=SweepCells(
+            total=progress.total, done=progress.done, skipped=progress.skipped, failed=progress.failed)))
+        return 1 if progress.failed else 0
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(summarize(frame)[columns].to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    progress = report.progress
     print(f"\n{progress.total} cells: {progress.done} run now, {progress.skipped} already finished, "
           f"{progress.failed} failed after retries; store {url or 'memory: (not kept)'}")
     return 1 if progress.failed else 0

@@ -46,7 +46,7 @@ __all__ = [
 
 INHERITED_SETTINGS = (
     "model", "temperature", "max_iterations", "workspace", "tool_dialect", "context_window",
-    "tool_result_max_bytes", "summarize_tool_results", "provider",
+    "tool_result_max_bytes", "summarize_tool_results", "provider", "shell_tools",
 )
 """RunConfig fields a child takes from its parent's effective config unless its role overrides them."""
 

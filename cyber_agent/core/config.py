@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from cyber_agent.errors import ConfigurationError
 from cyber_agent.llm.settings import DIALECT_ENV, ProviderSettings
+from cyber_agent.tools.shell_policy import ShellPolicy
 from cyber_agent.trace.state import RunConfigSnapshot
 
 __all__ = ["RunConfig", "ToolDialectName", "config_hash"]
@@ -88,6 +89,10 @@ class RunConfig(BaseModel):
     """Recursive: how one batch of children runs."""
     max_parallel_children: int = 2
     """Recursive: concurrency of a parallel batch (1..2)."""
+    shell_tools: ShellPolicy = "allow"
+    """Shell tools (`bash_command`): `off` hides them, `confirm` puts each call before a reviewer (T8),
+    `allow` runs them as registered (`cyber_agent/tools/shell_policy.py`). The CLI's `run` sets `off`
+    unless `--allow-shell`; the server's `POST /api/traces` defaults to `confirm`."""
 
     @model_validator(mode="before")
     @classmethod

@@ -15,6 +15,8 @@ with unpriced usage (a model without a price, `llm/pricing.py`) fails the USD li
 
 from __future__ import annotations
 
+import math
+
 import asyncio
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -190,6 +192,12 @@ class ResourceBudgetController:
         written (unless the tree is over a limit, which is flagged).
         """
         overran: list[str] = []
+        # Budgets never decrease: the provider boundary already replaced unsound usage, and
+        # whatever still reaches here negative counts 0 and a non-finite cost fails the USD limit closed.
+        prompt_tokens, completion_tokens = max(0, int(prompt_tokens)), max(0, int(completion_tokens))
+        if not math.isfinite(cost_usd):
+            cost_usd, unpriced = 0.0, True
+        cost_usd = max(0.0, cost_usd)
 
         def step(usage: ResourceUsage) -> bool:
             overran.clear()

@@ -38,10 +38,14 @@ from cyber_agent.llm.call_site import at_site
 from cyber_agent.llm.dialects import DialectLLM
 from cyber_agent.llm.types import LLMCall
 from cyber_agent.tools.registry import ToolRegistry
+from cyber_agent.tools.shell_policy import shell_policy_view
 from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.protocols import TraceStore
 
-__all__ = ["AgentRunner", "RunEvent", "RunResult", "default_registry"]
+__all__ = ["HOOK_SETTLE_TIMEOUT", "AgentRunner", "RunEvent", "RunResult", "default_registry"]
+
+HOOK_SETTLE_TIMEOUT = 30.0
+"""Seconds a root's `run_result` waits for hooks marked `settle_before_return` (see `AgentRunner._settle_hooks`)."""
 
 
 def default_registry() -> ToolRegistry:
@@ -88,6 +92,7 @@ class AgentRunner:
         self._workspace_archetypes: dict[Path, ArchetypeRegistry] = {}
         self._explicit_archetypes = archetypes is not None
         self._hook_tasks: set[asyncio.Task[None]] = set()
+        self._settle_tasks: set[asyncio.Task[None]] = set()
         self._held: dict[str, list[str]] = {}
 
     @property
@@ -124,7 +129,7 @@ class AgentRunner:
             llm, model = self._validator_llm(config)
         else:
             llm, model = self._resolve_llm(config)
-        services = self._services()
+        services = self._services(config)
         state = await prepare_run(services, list(messages), config, child)
         state.ancestry = await ancestry(self.trace_store, state.trace)
         trace_id = state.trace.trace_id
@@ -160,6 +165,8 @@ class AgentRunner:
             else:
                 new.append(event)
         assert trace is not None
+        if child is None:
+            await self._settle_hooks()
         answer = trace.result_summary if trace.status == "completed" else None
         branch = config.side_branch if config is not None else None
         if branch is not None:
@@ -185,6 +192,17 @@ class AgentRunner:
             await asyncio.wait(late)
         return len(late)
 
+    async def _settle_hooks(self) -> None:
+        """Wait (at most `HOOK_SETTLE_TIMEOUT`) for the hook tasks of hooks that must finish before `run_result` returns.
+
+        A hook with `settle_before_return = True` (the OTel observer: it only reads the store and
+        queues spans) is done when the root's `run_result` returns, so `observer.flush()` right
+        after it sends every span. Tasks that outlive the wait keep running; nothing is cancelled.
+        """
+        pending = {task for task in self._hook_tasks if task in self._settle_tasks}
+        if pending:
+            await asyncio.wait(pending, timeout=HOOK_SETTLE_TIMEOUT)
+
     def _after_run(self, services: RunServices, state: RunState, duration_s: float) -> None:
         """Schedule the post-turn hooks of a finished run in a runner-owned background task."""
         if not services.post_turn_hooks:
@@ -193,10 +211,13 @@ class AgentRunner:
             run_post_turn_hooks(services, state, duration_s), name=f"post-turn-hooks:{state.trace.trace_id}",
         )
         self._hook_tasks.add(task)
+        if any(getattr(hook, "settle_before_return", False) for hook in services.post_turn_hooks):
+            self._settle_tasks.add(task)
         task.add_done_callback(self._hook_done)
 
     def _hook_done(self, task: asyncio.Task[None]) -> None:
         self._hook_tasks.discard(task)
+        self._settle_tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:  # a store failure while recording a hook error
             warnings.warn(f"post-turn hooks failed: {task.exception()!r}", RuntimeWarning, stacklevel=1)
 
@@ -308,9 +329,11 @@ class AgentRunner:
             return self.validator_llm_call, config.model
         return self._resolve_llm(config)
 
-    def _services(self) -> RunServices:
+    def _services(self, config: RunConfig | None = None) -> RunServices:
+        # The run sees the registry through its shell policy (one view per run; `allow` is the registry itself).
+        registry = self.tool_registry if config is None else shell_policy_view(self.tool_registry, config.shell_tools)
         return RunServices(
-            store=self.trace_store, registry=self.tool_registry, stops=self.stops, fences=self._fences,
+            store=self.trace_store, registry=registry, stops=self.stops, fences=self._fences,
             budget_for=self.budget_for, stop_hooks=self.stop_hooks, post_turn_hooks=self.post_turn_hooks,
             on_progress=self.on_progress, workspace=self.workspace,
         )

@@ -8,6 +8,7 @@ hands it to `end_run`, which also ends crashed and cancelled runs.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from cyber_agent.core.turn_tools import (
     stop_hook_reason,
 )
 from cyber_agent.errors import BudgetExceededError, CyberAgentError, LLMError
+from cyber_agent.llm.boundary import normalise_reply
 from cyber_agent.llm.pricing import is_unpriced
 from cyber_agent.llm.types import LLMResponse, RetryRecord, ToolCall
 from cyber_agent.trace.goal_models import FINAL_GOAL_STATUSES
@@ -61,6 +63,7 @@ TurnOutcome = Continue | Finish | AwaitApproval
 """What one turn means for the run."""
 
 CONTINUE = Continue()
+_log = logging.getLogger("cyber_agent.runner")
 
 
 async def refresh(services: RunServices, state: RunState, *, reread: bool = True) -> None:
@@ -87,8 +90,9 @@ async def _call_model(ctx: RunContext, state: RunState) -> LLMResponse:
                             on_delta=lambda text: services.progress("text_delta", state, text=text))
     else:
         raw = await ctx.llm(state.history, ctx.model, tools, ctx.config.temperature)
-    # A reply cut by the output limit marks every one of its calls incomplete, whatever the client.
-    return LLMResponse.coerce(raw).checked()
+    # The runner's side of the provider boundary: a reply cut by the output limit marks every one
+    # of its calls incomplete, unsound usage is replaced by the estimate, a reply without a cost is priced.
+    return normalise_reply(raw, state.history, ctx.model, ctx.config.provider.price_table())
 
 
 def _rights_notice(state: RunState) -> str | None:
@@ -129,8 +133,10 @@ async def _record_retries(services: RunServices, state: RunState, retries: Seque
     """Append one `llm_retry` event per retried attempt of the call just made, answered or failed."""
     for record in retries:
         if isinstance(record, RetryRecord):
-            await services.store.append_event(state.trace.trace_id, "llm_retry",
-                                              {**record.model_dump(mode="json"), "model": model})
+            _log.info("trace %s: model call attempt %d failed (%s); waited %.2f s before retrying",
+                      state.trace.trace_id, record.attempt, record.error, record.wait_s)
+            payload = record.model_dump(mode="json", exclude=None if record.partial_text else {"partial_text"})
+            await services.store.append_event(state.trace.trace_id, "llm_retry", {**payload, "model": model})
 
 
 async def _book(state: RunState, response: LLMResponse, *, unpriced: bool = False) -> Finish | str | None:
@@ -177,6 +183,11 @@ async def take_turn(ctx: RunContext, state: RunState) -> AsyncIterator[RunEvent 
         yield early
         return
     await _record_retries(services, state, response.retries, ctx.model)
+    if response.usage.invalid:
+        _log.warning("trace %s: %s reported unbookable usage: %s", state.trace.trace_id, ctx.model, response.usage.invalid)
+        await services.store.append_event(state.trace.trace_id, "usage_invalid", {
+            "reason": response.usage.invalid, "prompt_tokens": response.usage.prompt_tokens,
+            "completion_tokens": response.usage.completion_tokens, "model": ctx.model})
     unpriced = is_unpriced(response, ctx.model, ctx.config.provider.price_table())
     assistant = Message.create(
         trace_id=state.trace.trace_id, role="assistant", goal_id=state.goal_id,
@@ -188,6 +199,7 @@ async def take_turn(ctx: RunContext, state: RunState) -> AsyncIterator[RunEvent 
         metadata={"model": response.model or ctx.model, "cost_estimated": response.cost_estimated,
                   **({"cost_unpriced": True} if unpriced else {}),
                   **({} if response.usage.reported else {"usage_estimated": True}),
+                  **({"usage_invalid": response.usage.invalid} if response.usage.invalid else {}),
                   **({"http_retries": len(response.retries),
                       "retry_wait_s": round(sum(r.wait_s for r in response.retries), 3)} if response.retries else {})},
         branch=state.branch,
@@ -287,6 +299,8 @@ async def end_run(services: RunServices, state: RunState, outcome: Finish | Awai
         state.trace = await store.update_trace(trace_id, head_sequence=state.head, current_goal_id=state.goal_id)
         return state.trace
     status, answer, error = outcome.status, outcome.answer, outcome.error
+    if status != "completed":
+        _log.info("trace %s %s: %s", trace_id, status, error or "no reason given")
     if state.branch is not None:
         # A side branch never moves the head, changes the trace's status or touches protocol state.
         current = await store.get_trace(trace_id)

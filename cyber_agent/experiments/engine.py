@@ -15,6 +15,7 @@ store by URL; the driver hands out cells and reads the results back from the sto
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
@@ -113,6 +114,9 @@ class _Tracker:
         self.push()
 
 
+_log = logging.getLogger("cyber_agent.sweeps")
+
+
 def _no_slot() -> AbstractAsyncContextManager[None]:
     return nullcontext()
 
@@ -133,9 +137,12 @@ async def run_attempts(sweep: Sweep, status: CellStatus, store: TraceStore, limi
             return record
         errors, attempt = errors + 1, attempt + 1
         if errors > sweep.max_retries:
+            _log.info("sweep %s: cell %s gave up after %d errored attempt(s)", sweep.name, status.cell.key, errors)
             if tracker is not None:
                 tracker.give_up()
             return record
+        _log.info("sweep %s: cell %s attempt %d ended %s; retrying (%d of %d retries used)", sweep.name,
+                  status.cell.key, attempt - 1, record.state, errors, sweep.max_retries)
 
 
 async def _rescore(sweep: Sweep, status: CellStatus, store: TraceStore, limits: ProviderLimits) -> None:

@@ -18,6 +18,7 @@ sees every attempt of the provider's own retry loop; other models are observed p
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
@@ -34,6 +35,7 @@ __all__ = ["AdaptiveLimiter", "LimitPolicy", "LimitedLLM", "LimiterState", "Prov
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
+_log = logging.getLogger("cyber_agent.sweeps")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,6 +120,7 @@ class AdaptiveLimiter:
     async def ready(self) -> None:
         """Return once the provider's Retry-After window has passed."""
         while (wait := self._blocked_until - self._clock()) > 0:
+            _log.info("provider %s: waiting %.2f s for its Retry-After window", self.key, wait)
             await self._sleep(wait)
 
     def record_success(self) -> None:
@@ -137,6 +140,7 @@ class AdaptiveLimiter:
         self._successes = 0
         if now >= self._no_cut_before:
             self.limit = max(self.policy.minimum, int(self.limit * self.policy.decrease))
+            _log.info("provider %s answered 429: concurrency cut to %d", self.key, self.limit)
             self.lowest = min(self.lowest, self.limit)
             self.cuts += 1
             self._no_cut_before = self._blocked_until

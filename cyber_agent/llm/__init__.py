@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         XmlDialect,
         choose_dialect,
     )
+    from cyber_agent.llm.boundary import CallLimits, normalise_reply
     from cyber_agent.llm.fallible import FallibleModel
     from cyber_agent.llm.fakes import (
         FunctionModel,
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ANTHROPIC_DEFAULT_BASE_URL",
     "AnthropicModel",
+    "CallLimits",
     "DEFAULT_TIMEOUT",
     "DeltaCallback",
     "DemoModel",
@@ -89,6 +91,7 @@ __all__ = [
     "load_exchanges",
     "load_user_prices",
     "lookup_price",
+    "normalise_reply",
     "parse_tool_arguments",
     "resolve_llm",
     "to_anthropic_messages",
@@ -98,6 +101,7 @@ __all__ = [
 _LAZY: dict[str, tuple[str, ...]] = {
     "anthropic": ("ANTHROPIC_DEFAULT_BASE_URL", "AnthropicModel"),
     "anthropic_format": ("to_anthropic_messages", "to_anthropic_tools"),
+    "boundary": ("CallLimits", "normalise_reply"),
     "demo": ("DemoModel",),
     "dialects": ("DialectLLM", "DialectName", "NativeDialect", "PFormatDialect", "ToolDialect", "XmlDialect", "choose_dialect"),
     "fallible": ("FallibleModel",),

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from cyber_agent.errors import ConfigurationError, LLMError, LLMProtocolError, LLMTransportError
+from cyber_agent.errors import ConfigurationError, LLMProtocolError, LLMTransportError
 from cyber_agent.llm.anthropic_format import (
     STOP_REASONS,
     from_anthropic_content,
@@ -18,11 +18,12 @@ from cyber_agent.llm.anthropic_format import (
     to_anthropic_messages,
     to_anthropic_tools,
 )
+from cyber_agent.llm.boundary import CallLimits, Wire, call_provider
 from cyber_agent.llm.http_retry import DEFAULT_TIMEOUT, ProviderHTTP, RetryPolicy, ServerSentEvent, Sleep
-from cyber_agent.llm.pricing import ModelPrice, with_cost
+from cyber_agent.llm.pricing import ModelPrice
 from cyber_agent.llm.provider_errors import Origin
 from cyber_agent.llm.toolcall_json import parse_tool_arguments
-from cyber_agent.llm.types import DeltaCallback, LLMResponse, RetryRecord, normalise_finish_reason
+from cyber_agent.llm.types import DeltaCallback, LLMResponse, normalise_finish_reason
 
 __all__ = ["ANTHROPIC_DEFAULT_BASE_URL", "ANTHROPIC_VERSION", "AnthropicModel"]
 
@@ -62,6 +63,29 @@ class _EventAssembler:
     usage: dict[str, Any] = field(default_factory=dict)
     model: str = ""
     stop_reason: str | None = None
+    chars: int = 0
+    stopped: bool = False
+
+    @property
+    def ended(self) -> bool:
+        """True once `message_stop` arrived."""
+        return self.stopped
+
+    @property
+    def complete(self) -> bool:
+        """`message_stop` or a `stop_reason` arrived."""
+        return self.stopped or self.stop_reason is not None
+
+    def partial_text(self) -> str:
+        """The text absorbed so far."""
+        return "".join("".join(b.text) for _, b in sorted(self.blocks.items()) if b.kind == "text")
+
+    def feed_event(self, event: ServerSentEvent) -> str:
+        """Absorb one server-sent event (a JSON object with a `type`)."""
+        payload = event.json()
+        if payload.get("type") == "message_stop":
+            self.stopped = True
+        return self.feed(payload)
 
     def feed(self, event: Mapping[str, Any]) -> str:
         """Absorb one event and return its text delta ("" when it carries none)."""
@@ -80,11 +104,13 @@ class _EventAssembler:
             block = self.blocks.setdefault(event.get("index", 0), _Block(kind="text"))
             delta = event.get("delta") or {}
             if delta.get("type") == "text_delta":
-                text: str = delta.get("text", "")
+                text: str = str(delta.get("text", ""))
                 block.text.append(text)
+                self.chars += len(text)
                 return text
             if delta.get("type") == "input_json_delta":
-                block.text.append(delta.get("partial_json", ""))
+                block.text.append(str(delta.get("partial_json", "")))
+                self.chars += len(block.text[-1])
         elif kind == "message_delta":
             self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason
             # Counts in message_delta are cumulative, so they replace the message_start ones.
@@ -118,17 +144,8 @@ class _EventAssembler:
         ).checked()
 
 
-async def _assemble(events: AsyncIterator[ServerSentEvent], requested_model: str,
-                    on_delta: DeltaCallback | None) -> LLMResponse:
-    assembler = _EventAssembler(requested_model)
-    async for event in events:
-        payload = event.json()
-        text = assembler.feed(payload)
-        if text and on_delta is not None:
-            on_delta(text)
-        if payload.get("type") == "message_stop":
-            break
-    return assembler.result()
+_WIRE = Wire(name="Messages API", path="v1/messages", parse=_parse_message, assembler=_EventAssembler,
+             end_marker="event: message_stop or a stop_reason")
 
 
 class AnthropicModel:
@@ -150,6 +167,7 @@ class AnthropicModel:
         extra_body: Mapping[str, Any] | None = None,
         prices: Mapping[str, ModelPrice] | None = None,
         env: Mapping[str, str] | None = None,
+        limits: CallLimits | None = None,
     ) -> None:
         env = os.environ if env is None else env
         given = (base_url or env.get("ANTHROPIC_BASE_URL") or ANTHROPIC_DEFAULT_BASE_URL).rstrip("/")
@@ -176,6 +194,7 @@ class AnthropicModel:
         self.stream = stream  # as in OpenAICompatModel: None streams only when on_delta is given
         self._extra_body = dict(extra_body or {})
         self._prices = prices
+        self._limits = limits or CallLimits()
         self._http = ProviderHTTP(
             base_url=self.base_url, headers=headers, timeout=timeout, retry=retry, client=client,
             transport=transport, sleep=sleep, secrets=(key,) if key else (), origin=origin,
@@ -214,16 +233,5 @@ class AnthropicModel:
             raise ConfigurationError("model", "is empty; pass the model name to call, e.g. 'claude-sonnet-4-5'")
         streaming = self.stream if self.stream is not None else on_delta is not None
         body = self.build_body(messages, model, tools, temperature, stream=streaming)
-        retries: list[RetryRecord] = []
-        try:
-            if streaming:
-                async with self._http.stream_events("v1/messages", body, retries=retries) as events:
-                    response = await _assemble(events, model, on_delta)
-            else:
-                response = _parse_message(await self._http.post_json("v1/messages", body, retries=retries), model)
-        except LLMError as exc:
-            exc.retries = exc.retries or tuple(retries)  # a stream that broke after retried attempts
-            raise
-        if retries:
-            response = response.model_copy(update={"retries": retries})
-        return with_cost(response, model, self._prices)
+        return await call_provider(self._http, _WIRE, body, messages=messages, model=model, streaming=streaming,
+                                   on_delta=on_delta, limits=self._limits, prices=self._prices)

@@ -8,6 +8,7 @@ from typing import Any
 
 from cyber_agent.errors import LLMError
 from cyber_agent.llm.toolcall_json import parse_tool_arguments
+from cyber_agent.llm.usage_check import read_count
 from cyber_agent.llm.types import ToolCall, Usage
 
 __all__ = [
@@ -134,16 +135,17 @@ def to_anthropic_tools(tools: Sequence[Mapping[str, Any]] | None) -> list[dict[s
     return result
 
 
-def _count(value: Any) -> int:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
-
-
 def parse_anthropic_usage(raw: Mapping[str, Any] | None) -> Usage:
-    """Read Anthropic usage: prompt = input + cache read + cache creation; cached = cache read."""
+    """Read Anthropic usage: prompt = input + cache read + cache creation; cached = cache read.
+
+    A count that cannot be booked (negative, non-finite, absurd) reads 0 and is named in `Usage.invalid`.
+    """
     raw = raw or {}
-    cache_read = _count(raw.get("cache_read_input_tokens"))
-    prompt = _count(raw.get("input_tokens")) + cache_read + _count(raw.get("cache_creation_input_tokens"))
-    return Usage(prompt_tokens=prompt, completion_tokens=_count(raw.get("output_tokens")), cached_tokens=cache_read)
+    problems: list[str] = []
+    cache_read = read_count(raw, "cache_read_input_tokens", problems)
+    prompt = read_count(raw, "input_tokens", problems) + cache_read + read_count(raw, "cache_creation_input_tokens", problems)
+    return Usage(prompt_tokens=prompt, completion_tokens=read_count(raw, "output_tokens", problems), cached_tokens=cache_read,
+                 invalid="; ".join(problems) or None)
 
 
 def from_anthropic_content(blocks: Sequence[Mapping[str, Any]]) -> tuple[str, list[ToolCall]]:

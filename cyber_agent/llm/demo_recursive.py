@@ -208,7 +208,7 @@ def _leaf(state: Any, rows_of: Any, path: str, region: str) -> Step:
 # ---- validator: recompute from the source, compare with the claim ------------------------------
 def _validator(state: Any, rows_of: Any) -> Step:
     task = state.task
-    path_match = re.search(r"[\w./-]+\.csv", task)
+    path_match = re.search(r"(?<![\w./-])[\w./-]+\.csv", task)
     if not state.made("read_trajectory"):
         calls: list[tuple[str, dict[str, Any]]] = [("read_trajectory", {})]
         if path_match:

@@ -41,7 +41,7 @@ TaskType = Literal["arithmetic", "lookup", "report", "other"]
 """What kind of task an agent works on; each type may have its own error rate."""
 
 _TYPES: tuple[str, ...] = get_args(TaskType)
-_CSV = re.compile(r"[\w./-]+\.csv")
+_CSV = re.compile(r"(?<![\w./-])[\w./-]+\.csv")
 _REGION = re.compile(r"region\s+['\"]?([A-Z][\w-]*)")
 _EXPRESSION = re.compile(r"\d[\d\s.()]*[+\-*/%][\d\s.+\-*/()%]*[\d)]")
 _RESULT = re.compile(r"(?:=|revenue)\s*(-?\d+(?:\.\d+)?)")

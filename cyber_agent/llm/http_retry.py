@@ -8,18 +8,19 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import logging
 import random
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timezone
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
 from cyber_agent.errors import ConfigurationError, LLMError, LLMHTTPError, LLMProtocolError, LLMTransportError
-from cyber_agent.llm.provider_errors import Origin, exhausted_text, status_hint, transport_text
+from cyber_agent.llm.provider_errors import _SETTING, Origin, exhausted_text, status_hint, transport_text
 from cyber_agent.llm.settings import DEFAULT_CONNECT_TIMEOUT, DEFAULT_READ_TIMEOUT, DEFAULT_RETRIES
 from cyber_agent.llm.types import RetryRecord
 
@@ -27,10 +28,15 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "ProviderHTTP",
     "RetryPolicy",
+    "RetryableRead",
     "ServerSentEvent",
     "Sleep",
     "parse_retry_after",
 ]
+
+T = TypeVar("T")
+_log = logging.getLogger("cyber_agent.llm")
+_RETRIES_SETTING = _SETTING["retries"]
 
 Sleep = Callable[[float], Awaitable[None]]
 """An awaitable sleep; tests inject a recorder instead of `asyncio.sleep`."""
@@ -115,24 +121,26 @@ class ServerSentEvent:
         return value
 
 
-async def _iter_sse(lines: AsyncIterator[str]) -> AsyncIterator[ServerSentEvent]:
-    event, data = "", list[str]()
-    async for line in lines:
-        if not line:
-            if data:
-                yield ServerSentEvent(event or "message", "\n".join(data))
-            event, data = "", []
-            continue
-        if line.startswith(":"):  # comment / keep-alive
-            continue
-        name, _, value = line.partition(":")
-        value = value[1:] if value.startswith(" ") else value
-        if name == "data":
-            data.append(value)
-        elif name == "event":
-            event = value
-    if data:  # a server that closes without the final blank line still meant the event
-        yield ServerSentEvent(event or "message", "\n".join(data))
+class RetryableRead(Exception):
+    """Raised by a body reader when an answered attempt failed midway (a cut-off or dropped stream): retried."""
+
+    def __init__(self, error: str, detail: str, partial_text: str = "") -> None:
+        super().__init__(detail)
+        self.error = error
+        """Short kind for the retry record: `stream cut off`, `ReadError`, ..."""
+        self.detail = detail
+        """The full sentence for the error raised when the retries are used up."""
+        self.partial_text = partial_text
+        """Text the attempt had produced before it failed."""
+
+
+_PARTIAL_KEPT = 4000
+
+
+def _clip_partial(text: str) -> str | None:
+    if not text:
+        return None
+    return text if len(text) <= _PARTIAL_KEPT else text[:_PARTIAL_KEPT] + f"... [{len(text) - _PARTIAL_KEPT} more characters]"
 
 
 class ProviderHTTP:
@@ -178,45 +186,22 @@ class ProviderHTTP:
             text = text.replace(secret, "[redacted]")
         return text
 
-    async def post_json(self, path: str, body: Mapping[str, Any], *, retries: list[RetryRecord] | None = None,
-                        ) -> dict[str, Any]:
-        """POST `body` and return the decoded JSON object of a 2xx answer; retried attempts go to `retries`."""
-        url = self.url(path)
-        async with self._client_scope() as client:
-            response = await self._send(client, url, body, stream=False, log=retries)
-        try:
-            value = response.json()
-        except (ValueError, RecursionError) as exc:
-            raise LLMProtocolError(
-                f"{self.redact(url)} answered HTTP {response.status_code} with a body that is not JSON: "
-                f"{self.redact(response.text[:200])!r}"
-            ) from exc
-        if not isinstance(value, dict):
-            raise LLMProtocolError(f"{self.redact(url)} answered with JSON that is not an object")
-        return value
+    async def call(self, path: str, body: Mapping[str, Any], read: Callable[[httpx.Response], Awaitable[T]], *,
+                   retries: list[RetryRecord] | None = None, max_error_bytes: int = _BODY_EXCERPT) -> T:
+        """POST `body` and return `read(response)` of a 2xx answer, retrying failed attempts; retried ones go to `retries`.
 
-    @asynccontextmanager
-    async def stream_events(self, path: str, body: Mapping[str, Any], *, retries: list[RetryRecord] | None = None,
-                            ) -> AsyncIterator[AsyncIterator[ServerSentEvent]]:
-        """POST `body` and yield its server-sent events; the response closes when the block exits."""
+        The body is always streamed: `read` decides how much of it is read (the provider boundary
+        caps it), and an error answer is read only up to `max_error_bytes`. `read` raising
+        `RetryableRead` (a cut-off or dropped stream) is a failed attempt like a 5xx.
+        """
+        log = [] if retries is None else retries
         url = self.url(path)
-        async with self._client_scope() as client:
-            response = await self._send(client, url, body, stream=True, log=retries)
-            try:
-                yield self._events(response, url)
-            finally:
-                await response.aclose()
-
-    async def _events(self, response: httpx.Response, url: str) -> AsyncIterator[ServerSentEvent]:
-        # A stream that breaks midway is not retried: its text deltas already reached the caller's
-        # on_delta, and a second attempt would show them twice.
         try:
-            async for event in _iter_sse(response.aiter_lines()):
-                yield event
-        except httpx.TransportError as exc:
-            raise LLMTransportError(
-                f"stream from {self.redact(url)} broke: {type(exc).__name__}: {self.redact(str(exc))}"
-            ) from exc
+            async with self._client_scope() as client:
+                return await self._attempts(client, url, body, read, log=log, max_error_bytes=max_error_bytes)
+        except LLMError as exc:
+            exc.retries = tuple(log)  # the caller records them even though the call failed
+            raise
 
     @asynccontextmanager
     async def _client_scope(self) -> AsyncIterator[httpx.AsyncClient]:
@@ -229,27 +214,34 @@ class ProviderHTTP:
         async with httpx.AsyncClient(transport=self._transport, timeout=self._timeout) as client:
             yield client
 
-    async def _send(
-        self, client: httpx.AsyncClient, url: str, body: Mapping[str, Any], *, stream: bool,
-        log: list[RetryRecord] | None = None,
-    ) -> httpx.Response:
-        log = [] if log is None else log
+    async def _error_excerpt(self, response: httpx.Response, max_error_bytes: int) -> str:
+        """Read at most `max_error_bytes` of an error body (the rest is never read) and return it redacted."""
+        chunks: list[bytes] = []
+        size = 0
         try:
-            return await self._attempts(client, url, body, stream=stream, log=log)
-        except LLMError as exc:
-            exc.retries = tuple(log)  # the caller records them even though the call failed
-            raise
+            async for chunk in response.aiter_bytes():
+                chunks.append(chunk)
+                size += len(chunk)
+                if size >= max_error_bytes:
+                    break
+        except httpx.TransportError:
+            pass  # what arrived is the excerpt
+        finally:
+            await response.aclose()
+        text = b"".join(chunks)[:max_error_bytes].decode(response.encoding or "utf-8", errors="replace")
+        return self.redact(text[:_BODY_EXCERPT])
 
     async def _attempts(
-        self, client: httpx.AsyncClient, url: str, body: Mapping[str, Any], *, stream: bool, log: list[RetryRecord],
-    ) -> httpx.Response:
+        self, client: httpx.AsyncClient, url: str, body: Mapping[str, Any], read: Callable[[httpx.Response], Awaitable[T]],
+        *, log: list[RetryRecord], max_error_bytes: int,
+    ) -> T:
         safe_url = self.redact(url)
         attempts = self.retry.max_retries + 1
         for attempt in range(attempts):
-            hinted = False
+            hinted, partial = False, None
             request = client.build_request("POST", url, json=body, headers=self._headers, timeout=self._timeout)
             try:
-                response = await client.send(request, stream=stream)
+                response = await client.send(request, stream=True)
             except httpx.TransportError as exc:  # connect errors and timeouts; CancelledError passes
                 if attempt + 1 >= attempts:
                     raise LLMTransportError(transport_text(
@@ -260,26 +252,36 @@ class ProviderHTTP:
                 status, failure = None, type(exc).__name__
             else:
                 if response.is_success:
-                    return response
-                try:
-                    await response.aread()
-                finally:
-                    await response.aclose()
-                status = response.status_code
-                excerpt = self.redact(response.text[:_BODY_EXCERPT])
-                if status < 500 and status not in _RETRYABLE_4XX:
-                    raise LLMHTTPError(status, excerpt, safe_url,
-                                       hint=status_hint(status, base_url=self.redact(self.base_url), origin=self.origin))
-                if attempt + 1 >= attempts:
-                    raise LLMTransportError(exhausted_text(url=safe_url, status=status, attempts=attempt + 1,
-                                                           excerpt=excerpt))
-                hint = parse_retry_after(response.headers, self._clock())
-                if hint is None:
-                    delay = self.retry.backoff(attempt, self._rand())
+                    try:
+                        return await read(response)
+                    except RetryableRead as cut:
+                        if attempt + 1 >= attempts:
+                            raise LLMTransportError(
+                                f"POST {safe_url}: {self.redact(cut.detail)} on each of {attempt + 1} attempt(s); "
+                                f"the partial answer was not used (raise {_RETRIES_SETTING} to try more often)"
+                            ) from cut
+                        delay = self.retry.backoff(attempt, self._rand())
+                        status, failure, partial = None, cut.error, _clip_partial(cut.partial_text)
+                    finally:
+                        await response.aclose()
                 else:
-                    delay, hinted = min(hint, self.retry.max_retry_after), True
-                failure = f"HTTP {status}"
+                    status = response.status_code
+                    excerpt = await self._error_excerpt(response, max_error_bytes)
+                    if status < 500 and status not in _RETRYABLE_4XX:
+                        raise LLMHTTPError(status, excerpt, safe_url,
+                                           hint=status_hint(status, base_url=self.redact(self.base_url), origin=self.origin))
+                    if attempt + 1 >= attempts:
+                        raise LLMTransportError(exhausted_text(url=safe_url, status=status, attempts=attempt + 1,
+                                                               excerpt=excerpt))
+                    hint = parse_retry_after(response.headers, self._clock())
+                    if hint is None:
+                        delay = self.retry.backoff(attempt, self._rand())
+                    else:
+                        delay, hinted = min(hint, self.retry.max_retry_after), True
+                    failure = f"HTTP {status}"
             log.append(RetryRecord(attempt=attempt + 1, status=status, error=failure, wait_s=round(delay, 3),
-                                   retry_after=hinted))
+                                   retry_after=hinted, partial_text=partial))
+            _log.info("model call to %s failed (attempt %d of %d: %s); retrying in %.2f s",
+                      safe_url, attempt + 1, attempts, failure, delay)
             await self._sleep(delay)
         raise AssertionError("unreachable: the retry loop returns or raises")  # pragma: no cover

@@ -10,35 +10,40 @@ from typing import Any
 
 import httpx
 
-from cyber_agent.errors import ConfigurationError, LLMError, LLMProtocolError
+from cyber_agent.errors import ConfigurationError, LLMProtocolError
+from cyber_agent.llm.boundary import CallLimits, Wire, call_provider
 from cyber_agent.llm.http_retry import DEFAULT_TIMEOUT, ProviderHTTP, RetryPolicy, ServerSentEvent, Sleep
-from cyber_agent.llm.pricing import ModelPrice, with_cost
+from cyber_agent.llm.pricing import ModelPrice
 from cyber_agent.llm.provider_errors import Origin
 from cyber_agent.llm.toolcall_json import parse_tool_arguments
-from cyber_agent.llm.types import DeltaCallback, LLMResponse, RetryRecord, ToolCall, Usage, normalise_finish_reason
+from cyber_agent.llm.types import DeltaCallback, LLMResponse, ToolCall, Usage, normalise_finish_reason
+from cyber_agent.llm.usage_check import estimated_usage, read_cost, read_count
 
 __all__ = ["OPENAI_DEFAULT_BASE_URL", "OpenAICompatModel", "estimated_usage", "parse_chat_completion", "parse_openai_usage"]
 
 OPENAI_DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 
-def _int(value: Any) -> int:
-    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0
-
-
 def parse_openai_usage(raw: Mapping[str, Any] | None) -> Usage:
-    """Read a chat-completions `usage` object, including cached tokens and a reported charge."""
+    """Read a chat-completions `usage` object, including cached tokens and a reported charge.
+
+    A count or charge that cannot be booked (negative, non-finite, absurd) reads 0 and is named
+    in `Usage.invalid`; the provider boundary then books the estimate instead.
+    """
     if not raw:
         return Usage(reported=False)  # missing, not zero: the caller estimates it
+    problems: list[str] = []
     details = raw.get("prompt_tokens_details") or {}
+    if not isinstance(details, Mapping):
+        details = {}
     # DeepSeek reports cache hits under its own name instead of prompt_tokens_details.
-    cached = _int(details.get("cached_tokens")) or _int(raw.get("prompt_cache_hit_tokens"))
-    charge = raw.get("cost")  # OpenRouter's charge in USD; 0 for free models is a real charge
+    cached = read_count(details, "cached_tokens", problems) or read_count(raw, "prompt_cache_hit_tokens", problems)
     return Usage(
-        prompt_tokens=_int(raw.get("prompt_tokens")),
-        completion_tokens=_int(raw.get("completion_tokens")),
+        prompt_tokens=read_count(raw, "prompt_tokens", problems),
+        completion_tokens=read_count(raw, "completion_tokens", problems),
         cached_tokens=cached,
-        cost_usd=float(charge) if isinstance(charge, (int, float)) and not isinstance(charge, bool) else None,
+        cost_usd=read_cost(raw, "cost", problems),  # OpenRouter's charge in USD; 0 for free models is a real charge
+        invalid="; ".join(problems) or None,
     )
 
 
@@ -56,14 +61,6 @@ def _raise_body_error(data: Mapping[str, Any]) -> None:
     if error:
         message = error.get("message", error) if isinstance(error, Mapping) else error
         raise LLMProtocolError(f"provider reported an error in its answer: {message}")
-
-
-def estimated_usage(messages: Sequence[Mapping[str, Any]], response: LLMResponse) -> Usage:
-    """Usage the provider did not report (e.g. a stream without its usage chunk), estimated as characters ÷ 4."""
-    sent = sum(len(str(m.get("content") or "")) + len(str(m.get("tool_calls") or "")) for m in messages)
-    answered = len(response.content or "") + sum(len(c.name) + len(str(c.arguments)) for c in response.tool_calls)
-    return Usage(prompt_tokens=max(1, sent // 4), completion_tokens=max(1, answered // 4) if answered else 0,
-                 reported=False)
 
 
 def parse_chat_completion(data: Mapping[str, Any], requested_model: str) -> LLMResponse:
@@ -105,6 +102,29 @@ class _StreamAssembler:
     usage: Usage = field(default_factory=lambda: Usage(reported=False))  # until a chunk reports it
     model: str = ""
     finish_reason: str | None = None
+    chars: int = 0
+    done: bool = False
+
+    @property
+    def ended(self) -> bool:
+        """True once `[DONE]` arrived."""
+        return self.done
+
+    @property
+    def complete(self) -> bool:
+        """`[DONE]` or a `finish_reason` arrived (a few servers end with the usage chunk and close)."""
+        return self.done or self.finish_reason is not None
+
+    def partial_text(self) -> str:
+        """The text absorbed so far."""
+        return "".join(self.text)
+
+    def feed_event(self, event: ServerSentEvent) -> str:
+        """Absorb one server-sent event: `[DONE]` or a JSON chunk."""
+        if event.data.strip() == "[DONE]":
+            self.done = True
+            return ""
+        return self.feed(event.json())
 
     def feed(self, chunk: Mapping[str, Any]) -> str:
         """Absorb one chunk and return its text delta ("" when it carries none)."""
@@ -120,6 +140,7 @@ class _StreamAssembler:
             delta_text = _text(delta.get("content"))
             if delta_text:
                 self.text.append(delta_text)
+                self.chars += len(delta_text)
             for piece in delta.get("tool_calls") or []:
                 self._feed_call(piece)
             self.finish_reason = choice.get("finish_reason") or self.finish_reason
@@ -146,7 +167,8 @@ class _StreamAssembler:
             # OpenAI sends the name once; a few servers repeat it whole, which must not double it.
             call.name = name if not call.name else call.name + name
         if fn.get("arguments"):
-            call.arguments.append(fn["arguments"])
+            call.arguments.append(str(fn["arguments"]))
+            self.chars += len(call.arguments[-1])
 
     def result(self) -> LLMResponse:
         """Return the assembled response."""
@@ -163,16 +185,8 @@ class _StreamAssembler:
         ).checked()
 
 
-async def _assemble(events: AsyncIterator[ServerSentEvent], requested_model: str,
-                    on_delta: DeltaCallback | None) -> LLMResponse:
-    assembler = _StreamAssembler(requested_model)
-    async for event in events:
-        if event.data.strip() == "[DONE]":
-            break
-        text = assembler.feed(event.json())
-        if text and on_delta is not None:
-            on_delta(text)
-    return assembler.result()
+_WIRE = Wire(name="chat completions", path="chat/completions", parse=parse_chat_completion,
+             assembler=_StreamAssembler, end_marker="data: [DONE] or a finish_reason")
 
 
 def _openai_message(message: dict[str, Any]) -> dict[str, Any]:
@@ -206,6 +220,7 @@ class OpenAICompatModel:
         extra_body: Mapping[str, Any] | None = None,
         prices: Mapping[str, ModelPrice] | None = None,
         env: Mapping[str, str] | None = None,
+        limits: CallLimits | None = None,
     ) -> None:
         env = os.environ if env is None else env
         self.base_url = (base_url or env.get("OPENAI_BASE_URL") or OPENAI_DEFAULT_BASE_URL).rstrip("/")
@@ -232,6 +247,7 @@ class OpenAICompatModel:
         self.max_tokens = max_tokens
         self._extra_body = dict(extra_body or {})
         self._prices = prices
+        self._limits = limits or CallLimits()
         self._http = ProviderHTTP(
             base_url=self.base_url, headers=headers, timeout=timeout, retry=retry, client=client,
             transport=transport, sleep=sleep, secrets=(key,) if key else (), origin=origin,
@@ -274,19 +290,5 @@ class OpenAICompatModel:
             raise ConfigurationError("model", "is empty; pass the model name to call, e.g. 'gpt-4o-mini'")
         streaming = self.stream if self.stream is not None else on_delta is not None
         body = self.build_body(messages, model, tools, temperature, stream=streaming)
-        retries: list[RetryRecord] = []
-        try:
-            if streaming:
-                async with self._http.stream_events("chat/completions", body, retries=retries) as events:
-                    response = await _assemble(events, model, on_delta)
-            else:
-                response = parse_chat_completion(await self._http.post_json("chat/completions", body, retries=retries),
-                                                 model)
-        except LLMError as exc:
-            exc.retries = exc.retries or tuple(retries)  # a stream that broke after retried attempts
-            raise
-        if not response.usage.reported:
-            response = response.model_copy(update={"usage": estimated_usage(messages, response)})
-        if retries:
-            response = response.model_copy(update={"retries": retries})
-        return with_cost(response, model, self._prices)
+        return await call_provider(self._http, _WIRE, body, messages=messages, model=model, streaming=streaming,
+                                   on_delta=on_delta, limits=self._limits, prices=self._prices)

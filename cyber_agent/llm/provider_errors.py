@@ -11,12 +11,16 @@ from dataclasses import dataclass
 
 import httpx
 
-__all__ = ["Origin", "exhausted_text", "status_hint", "transport_text"]
+__all__ = ["Origin", "exhausted_text", "limit_text", "status_hint", "transport_text"]
 
 _SETTING = {
     "timeout": "the `timeout` setting (--timeout, CYBER_AGENT_TIMEOUT)",
     "connect_timeout": "the `connect_timeout` setting (CYBER_AGENT_CONNECT_TIMEOUT)",
     "retries": "the `retries` setting (--retries, CYBER_AGENT_RETRIES)",
+    "deadline": "the `deadline` setting (--deadline, CYBER_AGENT_DEADLINE)",
+    "max_output_chars": "the `max_output_chars` setting (--max-output-chars, CYBER_AGENT_MAX_OUTPUT_CHARS)",
+    "max_body_bytes": "the `max_body_bytes` setting (--max-body-bytes, CYBER_AGENT_MAX_BODY_BYTES)",
+    "max_error_bytes": "the `max_error_bytes` setting (--max-error-bytes, CYBER_AGENT_MAX_ERROR_BYTES)",
 }
 
 
@@ -82,3 +86,10 @@ def status_hint(status: int, *, base_url: str, origin: Origin) -> str:
                     f"e.g. {base_url.rstrip('/')}/v1")
         return f"check the model name and {origin.base_url_env} (here {base_url}, from {origin.base_url_from})"
     return ""
+
+
+def limit_text(setting: str, value: float, unit: str, what: str) -> str:
+    """Say that one call ran past a per-call limit (`deadline`, `max_output_chars`, ...), naming its setting and value."""
+    shown = f"{value:g}" if isinstance(value, float) else str(value)
+    return (f"{what}: it exceeded {_SETTING[setting]} of {shown} {unit}; raise it if the answer is "
+            "genuinely that long, otherwise the server (or a proxy in between) is misbehaving")

@@ -21,17 +21,19 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from cyber_agent.errors import ConfigurationError
 
 if TYPE_CHECKING:
     import httpx
 
+    from cyber_agent.llm.boundary import CallLimits
     from cyber_agent.llm.http_retry import RetryPolicy
     from cyber_agent.llm.pricing import ModelPrice
 
-__all__ = ["DEFAULT_CONNECT_TIMEOUT", "DEFAULT_READ_TIMEOUT", "DEFAULT_RETRIES", "DIALECT_ENV", "ENV_VARS", "PriceEntry",
+__all__ = ["DEFAULT_CONNECT_TIMEOUT", "DEFAULT_DEADLINE", "DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_ERROR_BYTES",
+           "DEFAULT_MAX_OUTPUT_CHARS", "DEFAULT_READ_TIMEOUT", "DEFAULT_RETRIES", "DIALECT_ENV", "ENV_VARS", "PriceEntry",
            "ProviderSettings"]
 
 # A server that never answers holds a run for (retries + 1) x timeout plus the backoff between
@@ -42,6 +44,16 @@ DEFAULT_CONNECT_TIMEOUT = 10.0
 """Default seconds to connect (`ProviderSettings.connect_timeout`)."""
 DEFAULT_RETRIES = 2
 """Default retries after the first attempt (`ProviderSettings.retries`), as in the OpenAI and Anthropic SDKs."""
+# Limits of one model call at the provider boundary (cyber_agent/llm/boundary.py). Each is far
+# above what a real answer needs: 128k output tokens are about 0.5 M characters and a 1 MB body.
+DEFAULT_DEADLINE = 1200.0
+"""Default seconds one model call may take overall, every attempt and wait included (`ProviderSettings.deadline`)."""
+DEFAULT_MAX_OUTPUT_CHARS = 4_000_000
+"""Default cap on the characters of text and tool arguments one answer may carry (`ProviderSettings.max_output_chars`)."""
+DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
+"""Default cap on the bytes of a non-streamed body, or of one streamed event, read (`ProviderSettings.max_body_bytes`)."""
+DEFAULT_MAX_ERROR_BYTES = 64 * 1024
+"""Default cap on the bytes of an error body read to quote it (`ProviderSettings.max_error_bytes`)."""
 
 ENV_VARS: Mapping[str, str] = {
     "timeout": "CYBER_AGENT_TIMEOUT",
@@ -52,6 +64,10 @@ ENV_VARS: Mapping[str, str] = {
     "max_tokens": "CYBER_AGENT_MAX_TOKENS",
     "extra_headers": "CYBER_AGENT_EXTRA_HEADERS",
     "price_file": "CYBER_AGENT_PRICES",
+    "deadline": "CYBER_AGENT_DEADLINE",
+    "max_output_chars": "CYBER_AGENT_MAX_OUTPUT_CHARS",
+    "max_body_bytes": "CYBER_AGENT_MAX_BODY_BYTES",
+    "max_error_bytes": "CYBER_AGENT_MAX_ERROR_BYTES",
 }
 """The environment variable behind each settings field (`prices` has none: use `price_file`)."""
 
@@ -61,6 +77,7 @@ DIALECT_ENV = "CYBER_AGENT_DIALECT"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 _MAX_RETRIES = 10
+_WHOLE = ("retries", "max_tokens", "max_output_chars", "max_body_bytes", "max_error_bytes")
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
 
@@ -106,11 +123,31 @@ class ProviderSettings(BaseModel):
     """TOML or JSON price table merged over the built-in one (`cyber_agent/llm/pricing.py:load_user_prices`)."""
     prices: dict[str, PriceEntry] = Field(default_factory=dict, max_length=1000)
     """Prices by model-name prefix, merged over the built-in table and `price_file`."""
+    deadline: float = DEFAULT_DEADLINE
+    """Seconds one model call may take overall, every attempt, backoff wait and streamed chunk included."""
+    max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
+    """Characters of text and tool arguments one answer may carry, streamed or not."""
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    """Bytes of a non-streamed answer body, or of one streamed event, read before the call fails."""
+    max_error_bytes: int = DEFAULT_MAX_ERROR_BYTES
+    """Bytes of an error answer read to quote it in the error (the rest is not read)."""
 
     @field_validator("timeout")
     @classmethod
     def _timeout(cls, value: float) -> float:
         return _positive("timeout", value)
+
+    @field_validator("deadline")
+    @classmethod
+    def _deadline(cls, value: float) -> float:
+        return _positive("deadline", value)
+
+    @field_validator("max_output_chars", "max_body_bytes", "max_error_bytes")
+    @classmethod
+    def _caps(cls, value: int, info: ValidationInfo) -> int:
+        if value < 1:
+            raise ValueError(f"{info.field_name} must be >= 1, got {value!r}")
+        return value
 
     @field_validator("connect_timeout")
     @classmethod
@@ -199,9 +236,17 @@ class ProviderSettings(BaseModel):
             table[prefix] = ModelPrice(input=entry.input, cached_input=cached, output=entry.output)
         return table
 
+    def call_limits(self) -> CallLimits:
+        """The per-call limits these settings describe (`cyber_agent/llm/boundary.py:CallLimits`)."""
+        from cyber_agent.llm.boundary import CallLimits
+
+        return CallLimits(deadline=self.deadline, max_output_chars=self.max_output_chars,
+                          max_body_bytes=self.max_body_bytes, max_error_bytes=self.max_error_bytes)
+
     def provider_options(self) -> dict[str, Any]:
         """Constructor options of `OpenAICompatModel` / `AnthropicModel` these settings give."""
-        options: dict[str, Any] = {"timeout": self.http_timeout(), "retry": self.retry_policy(), "stream": self.stream}
+        options: dict[str, Any] = {"timeout": self.http_timeout(), "retry": self.retry_policy(), "stream": self.stream,
+                                   "limits": self.call_limits()}
         if self.max_tokens is not None:
             options["max_tokens"] = self.max_tokens
         if self.extra_headers:
@@ -234,7 +279,7 @@ def _parse_env(name: str, variable: str, raw: str) -> Any:
     if name == "price_file":
         return raw
     try:
-        return int(raw) if name in ("retries", "max_tokens") else float(raw)
+        return int(raw) if name in _WHOLE else float(raw)
     except ValueError:
-        kind = "a whole number" if name in ("retries", "max_tokens") else "a number of seconds"
+        kind = "a whole number" if name in _WHOLE else "a number of seconds"
         raise ConfigurationError(variable, f"must be {kind}, got {raw!r}") from None

@@ -74,6 +74,9 @@ class Usage(BaseModel):
     """Charge reported by the provider; None when it reported none."""
     reported: bool = True
     """False when the provider reported no usage: the counts are then an estimate (characters ÷ 4), never a silent 0."""
+    invalid: str | None = None
+    """What the provider reported when it could not be booked (negative, non-finite, absurd); the counts
+    are then the estimate (`cyber_agent/llm/usage_check.py:validated_usage`)."""
 
     @property
     def total_tokens(self) -> int:
@@ -107,6 +110,8 @@ class RetryRecord(BaseModel):
     """Seconds slept before the next attempt."""
     retry_after: bool = False
     """True when the wait is the server's `Retry-After` hint (capped), False for backoff."""
+    partial_text: str | None = None
+    """Text the failed attempt had streamed before it was cut off (clipped), None when it sent none."""
 
 
 class LLMResponse(BaseModel):

@@ -47,6 +47,8 @@ class OtelObserver:
     """Export each trace's spans when its run ends; never fails or delays the run."""
 
     name = "otel"
+    settle_before_return = True
+    """The runner waits (bounded) for this hook before a root's `run_result` returns: it only reads and queues."""
 
     def __init__(
         self, store: TraceReader, exporter: SpanExporter, *, capture_content: bool = False,
@@ -168,7 +170,9 @@ class OtelObserver:
     def flush(self, timeout: float | None = 30.0) -> bool:
         """Wait until every queued span was sent or dropped; False when `timeout` ran out first.
 
-        Call it at the end of a notebook cell or before exit (after `AgentRunner.drain_hooks`).
+        Call it at the end of a notebook cell or before exit. A root's `run_result` returns only
+        once this observer has queued the spans of every run of its tree (`settle_before_return`),
+        so nothing of a finished run is still pending outside the queue.
         """
         with self._idle:
             return self._idle.wait_for(lambda: self._pending == 0, timeout=timeout)

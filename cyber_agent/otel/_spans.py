@@ -54,7 +54,7 @@ from cyber_agent.otel._protocol import (
 from cyber_agent.trace.events import TraceEvent
 from cyber_agent.trace.models import Message, Trace
 
-__all__ = ["ChildLinks", "SpanSettings", "TraceView", "child_links", "provider_and_model", "trace_spans"]
+__all__ = ["ChildLinks", "ERROR_STATUSES", "SpanSettings", "TraceView", "child_links", "provider_and_model", "trace_spans"]
 
 _KNOWN_PROVIDERS = {"openai": "openai", "anthropic": "anthropic", "demo": "cyber_agent.demo",
                     "replay": "cyber_agent.replay"}
@@ -148,6 +148,36 @@ def _message_window(message: Message, by_sequence: Mapping[int, Message]) -> lis
     return chain
 
 
+ERROR_STATUSES: Mapping[str, str] = {"failed": "failed", "stopped": "stopped"}
+"""Trace statuses whose agent span has status ERROR, and the `error.type` each gets (docs/otel.md, Status)."""
+
+
+def _retries_by_message(events: Sequence[TraceEvent]) -> dict[str, list[TraceEvent]]:
+    """`llm_retry` events by the assistant message they preceded ("" for retries of a call that failed)."""
+    by_message: dict[str, list[TraceEvent]] = {}
+    pending: list[TraceEvent] = []
+    for event in events:
+        if event.type == "llm_retry":
+            pending.append(event)
+        elif event.type == "message_added" and pending:
+            message = event.payload.get("message") or {}
+            if message.get("role") == "assistant":
+                by_message.setdefault(str(message.get("message_id") or ""), []).extend(pending)
+                pending = []
+    if pending:
+        by_message.setdefault("", []).extend(pending)
+    return by_message
+
+
+def _retry_event(event: TraceEvent) -> Event:
+    payload = event.payload
+    attributes: Attributes = {NS + "retry.attempt": int(payload.get("attempt") or 0),
+                              NS + "retry.error": str(payload.get("error") or ""),
+                              NS + "retry.wait_s": float(payload.get("wait_s") or 0.0)}
+    put(attributes, NS + "retry.status", payload.get("status"))
+    return Event(NS + "llm_retry", attributes, timestamp=to_ns(event.created_at))
+
+
 def trace_spans(
     view: TraceView, *, parent_span: int | None, revisions: Sequence[tuple[int, datetime]] = (),
     settings: SpanSettings | None = None,
@@ -185,12 +215,14 @@ def trace_spans(
                 "role": "assistant", "parts": [{"type": "text", "content": trace.result_summary}],
                 "finish_reason": "stop"}]))
     status = Status(StatusCode.UNSET)
-    if trace.status == "failed":
-        status = Status(StatusCode.ERROR, trace.error_message or "failed")
-        attributes[ERROR_TYPE] = "failed"
-    elif trace.status == "stopped":
+    if trace.status in ERROR_STATUSES:
+        status = Status(StatusCode.ERROR, trace.error_message or trace.status)
+        attributes[ERROR_TYPE] = ERROR_STATUSES[trace.status]
+    if trace.status == "stopped":
         put(attributes, NS + "stop_reason", trace.error_message)
     events = protocol_events(trace, view.events, content)
+    retries = _retries_by_message(view.events)
+    events.extend(_retry_event(record) for record in retries.pop("", []))  # a call that failed: on the agent span
     links = [Link(_context(otel_id, span), {NS + "link": "revision"}) for span, _ in revisions]
     events.extend(Event(NS + "revision", {NS + "revised_by_span": format(span, "016x")}, timestamp=to_ns(at))
                   for span, at in revisions)
@@ -214,7 +246,7 @@ def trace_spans(
                 open_calls[call.id] = (message, call)
             spans.append(_chat_span(message, model, provider, root_id, by_sequence, content, chat_kind,
                                     _context(otel_id, chat_span_id(message.message_id)), agent_context,
-                                    began, finished, settings))
+                                    began, finished, settings, retries.get(message.message_id, ())))
         elif message.role == "tool":
             opened = open_calls.get(message.tool_call_id or "")
             key = (tool_span_id(opened[0].message_id, opened[1].id) if opened is not None
@@ -226,7 +258,7 @@ def trace_spans(
 
 def _chat_span(message: Message, model: str, provider: str, root_id: str, by_sequence: Mapping[int, Message],
                content: ContentPolicy, kind: SpanKind, context: SpanContext, parent: SpanContext, start: int,
-               end: int, settings: SpanSettings) -> ReadableSpan:
+               end: int, settings: SpanSettings, retries: Sequence[TraceEvent] = ()) -> ReadableSpan:
     _, response_model = provider_and_model(str(message.metadata.get("model") or model))
     attributes: Attributes = {
         GEN_AI_OPERATION_NAME: "chat", GEN_AI_PROVIDER_NAME: provider, GEN_AI_REQUEST_MODEL: model,
@@ -241,12 +273,14 @@ def _chat_span(message: Message, model: str, provider: str, root_id: str, by_seq
     for flag in ("usage_estimated", "cost_estimated", "cost_unpriced"):
         if message.metadata.get(flag):
             attributes[NS + flag] = True
+    put(attributes, NS + "usage_invalid", message.metadata.get("usage_invalid"))
     if content.capture:
         window = _message_window(message, by_sequence)
         put(attributes, GEN_AI_SYSTEM_INSTRUCTIONS, content.json(system_instructions(window)))
         put(attributes, GEN_AI_INPUT_MESSAGES, content.json(input_messages(window)))
         put(attributes, GEN_AI_OUTPUT_MESSAGES, content.json(output_message(message)))
     return ReadableSpan(name=f"chat {response_model}", context=context, parent=parent, attributes=attributes,
+                        events=[_retry_event(record) for record in retries],
                         kind=kind, start_time=start, end_time=end, resource=settings.resource,
                         instrumentation_scope=settings.scope)
 

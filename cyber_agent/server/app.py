@@ -32,6 +32,7 @@ from cyber_agent.errors import ConfigurationError, CyberAgentError
 from cyber_agent.server.docs_page import install_docs_page
 from cyber_agent.server.http_errors import error_responses, install_error_handlers
 from cyber_agent.server.local_only import DEFAULT_ALLOWED_ORIGINS, LocalOnlyMiddleware
+from cyber_agent.server.openapi_text import install_user_openapi
 from cyber_agent.server.query_api import router as query_router
 from cyber_agent.server.review_api import resume
 from cyber_agent.server.review_api import router as review_router
@@ -85,9 +86,10 @@ def create_app(
     app = FastAPI(
         title=title,
         version="1",
-        summary="Local-only REST + WebSocket API over a trace store (seed 003).",
+        summary="Local-only REST + WebSocket API over a trace store.",
         description="Query traces, start, continue, rewind, stop and reflect on runs, decide tool approvals, "
-                    "and watch a trace's event stream. Answers only Host localhost/127.0.0.1. See docs/trace-api.md.",
+                    "and watch a trace's event stream. Answers only requests to localhost / 127.0.0.1. Shell "
+                    "tools of a run started here wait for your approval unless its `shell_tools` says otherwise.",
         lifespan=lifespan,
         docs_url=None,  # served by install_docs_page from local assets, never a CDN
         redoc_url=None,
@@ -95,6 +97,7 @@ def create_app(
     )
     app.state.cyber_agent = state
     install_error_handlers(app)
+    install_user_openapi(app)
     install_docs_page(app, title=title)
     # /api/traces/running is declared before /api/traces/{trace_id} so it is not read as an id.
     app.include_router(run_router)

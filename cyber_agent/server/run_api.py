@@ -95,7 +95,7 @@ async def create_trace(state: State, body: CreateTraceRequest) -> RunStarted:
         name=body.name, uid=body.uid, project_name=body.project_name, agent_mode=body.agent_mode,
         root_task_anchor=body.root_task_anchor.model_dump() if body.root_task_anchor is not None else None,
         child_execution_mode=body.child_execution_mode, max_parallel_children=body.max_parallel_children,
-        new_trace_id=trace_id, **_provider_fields(body),
+        new_trace_id=trace_id, shell_tools=body.shell_tools, **_provider_fields(body),
     )
     messages = [m.model_dump() for m in body.messages]
     trace = await state.runs.launch(trace_id, lambda: state.runner.run(messages, config))

@@ -82,6 +82,10 @@ class CreateTraceRequest(BaseModel):
     provider: ProviderSettings | None = None
     """Timeouts, retries, stream, max_tokens, extra headers, prices; fields left out come from the server's
     CYBER_AGENT_* variables. `price_file` is refused: send `prices` (the server reads no path a client names)."""
+    shell_tools: Literal["off", "confirm", "allow"] = Field("confirm", description=(
+        "Shell tools (bash_command): `confirm` (default) makes each call wait for your decision at "
+        "/api/traces/{trace_id}/tool-approvals, `off` hides them from the agent, `allow` runs them as the "
+        "server's runner registered them (the default runner still asks). Recorded in the trace's run config."))
     root_completion_criteria: Any = Field(
         None, deprecated=True,
         description="Removed. Sending it (even null) is refused with 422; use root_task_anchor.completion_criteria.",

@@ -258,6 +258,25 @@ class LLMRetryPayload(EventPayload):
     """True when the wait is the server's Retry-After hint."""
     model: str
     """The model the call asked for."""
+    partial_text: str | None = None
+    """Text a stream had sent before it was cut off or dropped (clipped); None otherwise."""
+
+
+class UsageInvalidPayload(EventPayload):
+    """`usage_invalid`: a model call reported usage that could not be booked (`cyber_agent/llm/usage_check.py:validated_usage`).
+
+    Appended by the runner before the assistant message, whose `metadata` says the same
+    (`usage_invalid`, `usage_estimated`) and whose token counts are the estimate booked instead.
+    """
+
+    reason: str
+    """What was reported and that the estimate was booked instead."""
+    prompt_tokens: int
+    """Input tokens booked instead (the characters ÷ 4 estimate)."""
+    completion_tokens: int
+    """Output tokens booked instead."""
+    model: str
+    """The model the call asked for."""
 
 
 PAYLOAD_MODELS: dict[EventType, type[EventPayload]] = {
@@ -274,6 +293,7 @@ PAYLOAD_MODELS: dict[EventType, type[EventPayload]] = {
     "tool_approval_requested": ToolApprovalRequestedPayload,
     "tool_approval_decided": ToolApprovalDecidedPayload,
     "llm_retry": LLMRetryPayload,
+    "usage_invalid": UsageInvalidPayload,
 }
 """The payload model of each event type (every `EventType` has one)."""
 

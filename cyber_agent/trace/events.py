@@ -46,6 +46,7 @@ EventType = Literal[
     "tool_approval_requested",
     "tool_approval_decided",
     "llm_retry",
+    "usage_invalid",
 ]
 EVENT_TYPES: frozenset[str] = frozenset(EventType.__args__)  # type: ignore[attr-defined]
 

@@ -7,12 +7,18 @@ trace's `head_sequence` back to the first message.
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cyber_agent.llm.types import ToolCall
+
+MAX_STORED_TOKENS = 10**12
+"""Largest token count a message stores (sums over a million messages still fit a 64-bit column)."""
+MAX_STORED_COST = 10.0**9
+"""Largest USD cost a message stores."""
 from cyber_agent.trace.clock import utc_now
 from cyber_agent.trace.provenance import Provenance
 from cyber_agent.trace.state import (
@@ -222,6 +228,31 @@ class Message(BaseModel):
     """Free-form extras (compaction markers, tool status, truncation, ...)."""
     created_at: datetime = Field(default_factory=utc_now)
     """When the message was created (UTC)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _storable_usage(cls, data: Any) -> Any:
+        # Stores never raise on usage: a count outside 0..MAX_STORED_TOKENS or a cost that is not
+        # a finite non-negative number is stored as 0 and named in metadata["usage_invalid"].
+        if not isinstance(data, dict):
+            return data
+        problems = []
+        for key in ("prompt_tokens", "completion_tokens", "cached_tokens", "cost"):
+            value = data.get(key)
+            if value is None or isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            limit = MAX_STORED_COST if key == "cost" else MAX_STORED_TOKENS
+            if not (math.isfinite(value) and 0 <= value <= limit and (key == "cost" or value == int(value))):
+                problems.append(f"{key}={value!r}"[:60])
+        if not problems:
+            return data
+        data = {**data, **{k: 0 for k in ("prompt_tokens", "completion_tokens", "cached_tokens", "cost")
+                           if any(p.startswith(f"{k}=") for p in problems)}}
+        metadata = dict(data.get("metadata") or {})
+        note = f"stored 0 for {', '.join(problems)}"
+        metadata["usage_invalid"] = f"{metadata['usage_invalid']}; {note}" if metadata.get("usage_invalid") else note
+        data["metadata"] = metadata
+        return data
 
     @classmethod
     def create(cls, *, trace_id: str, role: MessageRole, content: Any = None, **fields: Any) -> Message:

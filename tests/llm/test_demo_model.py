@@ -10,6 +10,7 @@ import pytest
 from cyber_agent.core.config import RunConfig
 from cyber_agent.core.runner import AgentRunner
 from cyber_agent.errors import ConfigurationError
+from cyber_agent.llm.demo import DemoModel
 from cyber_agent.llm.demo_recursive import RECURSIVE_HELP
 from cyber_agent.llm.resolve import resolve_llm
 from cyber_agent.trace import InMemoryTraceStore
@@ -68,3 +69,13 @@ def test_the_demo_model_can_be_priced_as_a_named_model():
     with pytest.raises(ConfigurationError) as error:
         resolve_llm("demo:price_as=no-such-model")
     assert error.value.setting == "price_as"
+
+
+async def test_a_big_request_is_decided_off_the_event_loop():
+    """`cyber-agent serve` runs the demo on its event loop: a 40 KB task must not hold it (bench/demo_scaling.py times it)."""
+    model = DemoModel()
+    call = asyncio.ensure_future(model([{"role": "user", "content": "a" * 40_000}], "demo", []))
+    await asyncio.sleep(0)  # the call started; had it decided on the loop, it would be done by now
+    assert not call.done()
+    reply = await call
+    assert reply.content  # an honest "I cannot do that" answer, decided in a worker thread

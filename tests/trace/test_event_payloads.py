@@ -66,6 +66,8 @@ VALID: dict[str, dict[str, Any]] = {
     "tool_approval_requested": {"batch": _batch("pending")},
     "tool_approval_decided": {"batch": _batch("decided")},
     "llm_retry": {"attempt": 1, "status": 429, "error": "HTTP 429", "wait_s": 2.0, "retry_after": True, "model": "m"},
+    "usage_invalid": {"reason": "reported prompt_tokens=-5; booked the estimate instead", "prompt_tokens": 3,
+                      "completion_tokens": 1, "model": "m"},
 }
 
 # A malformed payload per type and the field its error must name.
@@ -83,6 +85,7 @@ MALFORMED: dict[str, tuple[dict[str, Any], str]] = {
     "tool_approval_requested": ({"batch": {"batch_id": "b1"}}, "batch.trace_id"),
     "tool_approval_decided": ({"batches": [VALID["tool_approval_decided"]["batch"]]}, "batches"),
     "llm_retry": ({**VALID["llm_retry"], "wait_s": "soon"}, "wait_s"),
+    "usage_invalid": ({**VALID["usage_invalid"], "prompt_tokens": "many"}, "prompt_tokens"),
 }
 
 

@@ -32,7 +32,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"tools"}),
     frozenset({"protocol"}),
     frozenset({"core"}),
-    frozenset({"experiments", "importers", "otel", "server"}),
+    frozenset({"analysis", "experiments", "importers", "otel", "server"}),
     frozenset({"notebook"}),
     frozenset({"cli", "__init__"}),
 )

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cyber_agent.errors import CorruptRecordError, ReplayDivergenceError
+from cyber_agent.llm.boundary import normalise_reply
 from cyber_agent.llm.call_site import current_position, current_site, id_mapping, normalise_ids, rename_ids, tree_position
 from cyber_agent.llm.replay import _first_difference, canonical_request
 from cyber_agent.llm.types import DeltaCallback, LLMCall, LLMResponse
@@ -79,8 +80,11 @@ class ExchangeRecorder:
         """Call the wrapped model, then record the exchange (a failed call records nothing)."""
         request = canonical_request(messages, model, tools)
         response = await self.inner(messages, model, tools, temperature, on_delta=on_delta)
+        # A custom `LLMCall` may return a mapping, even with unbookable usage: the record holds the
+        # reply as the boundary reads it; the runner still gets (and normalises) the raw reply.
+        recorded = response if isinstance(response, LLMResponse) else normalise_reply(response, messages, model)
         async with self._lock:
-            record = self._record(request, temperature, response)
+            record = self._record(request, temperature, recorded)
             try:
                 index = await self.sink(self.trace_id, record)
             except Exception as exc:  # noqa: BLE001 - a recording never fails the run it records

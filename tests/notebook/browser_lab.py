@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import secrets
 import signal
 import socket
@@ -142,12 +143,15 @@ def lab_server(root: Path, work: Path, *, trusted: Sequence[str] = ()) -> Iterat
 
 
 def notebook_root(work: Path, *notebooks: Path) -> Path:
-    """A temporary repository root: copies of `notebooks` in notebooks/, data/ linked to the real one."""
+    """A temporary repository root: copies of `notebooks` in notebooks/ and of data/ (under 1 MB).
+
+    A copy, not a link: a run whose workspace is this root reads data/sales.csv, and the workspace
+    tools refuse a path that resolves outside the workspace (a link to the real repository does)."""
     root = work / "repo"
     (root / "notebooks").mkdir(parents=True)
     for notebook in notebooks:
         (root / "notebooks" / notebook.name).write_bytes(notebook.read_bytes())
-    (root / "data").symlink_to(REPO / "data", target_is_directory=True)  # notebooks read ../data
+    shutil.copytree(REPO / "data", root / "data")  # notebooks read ../data
     return root
 
 

@@ -20,9 +20,10 @@ from cyber_agent.errors import CorruptRecordError, MessageNotFoundError, StoreEr
 from cyber_agent.notebook.display import RichDisplay, html_table
 from cyber_agent.trace.events import EVENT_TYPES, TraceEvent
 from cyber_agent.trace.goal_models import GoalTree
-from cyber_agent.trace.models import Message, Trace, TraceMode, TraceStatus
+from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.protocols import WRITE_METHODS
 from cyber_agent.trace.records import TraceRecord, parse_time, select_trees
+from cyber_agent.trace.trace_filter import TraceFilter
 from cyber_agent.trace.trace_id import parse_message_id
 
 __all__ = ["ReadOnlyTraceStore"]
@@ -103,28 +104,9 @@ class ReadOnlyTraceStore(RichDisplay):
         trace = self._traces.get(trace_id)
         return trace.model_copy(deep=True) if trace is not None else None
 
-    async def list_traces(
-        self,
-        *,
-        mode: TraceMode | None = None,
-        status: TraceStatus | None = None,
-        agent_type: str | None = None,
-        parent_trace_id: str | None = None,
-        created_by_tool: str | None = None,
-        uid: str | None = None,
-        limit: int | None = 50,
-    ) -> list[Trace]:
-        """Newest first; every filter is applied before `limit`."""
-        out = [
-            t.model_copy(deep=True) for t in self._traces.values()
-            if (mode is None or t.mode == mode) and (status is None or t.status == status)
-            and (agent_type is None or t.agent_type == agent_type)
-            and (parent_trace_id is None or t.parent_trace_id == parent_trace_id)
-            and (created_by_tool is None or t.lineage.created_by_tool == created_by_tool)
-            and (uid is None or t.uid == uid)
-        ]
-        out.sort(key=lambda t: (t.created_at, t.trace_id), reverse=True)
-        return out if limit is None else out[:limit]
+    async def list_traces(self, where: TraceFilter | None = None, /, **filters: Any) -> list[Trace]:
+        """Newest first; every filter (`TraceFilter`, or its fields as keywords) is applied before `limit`."""
+        return [t.model_copy(deep=True) for t in TraceFilter.of(where, filters).select(self._traces.values())]
 
     async def get_resource_usage(self, root_trace_id: str) -> dict[str, Any] | None:
         """Return the root's usage record, or None."""

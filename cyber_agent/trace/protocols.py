@@ -22,8 +22,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from cyber_agent.trace.events import EventType, TraceEvent
 from cyber_agent.trace.goal_models import Goal, GoalTree
-from cyber_agent.trace.models import Message, Trace, TraceMode, TraceStatus
+from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.records import TraceRecord
+from cyber_agent.trace.trace_filter import TraceFilter
 
 UsageChange = Callable[[dict[str, Any] | None], Mapping[str, Any] | None]
 """A step of `TraceStore.update_resource_usage`: the persisted record in, the record to write (or None) out."""
@@ -39,18 +40,8 @@ class TraceReader(Protocol):
         """Return the trace, or None when it does not exist."""
         ...
 
-    async def list_traces(
-        self,
-        *,
-        mode: TraceMode | None = None,
-        status: TraceStatus | None = None,
-        agent_type: str | None = None,
-        parent_trace_id: str | None = None,
-        created_by_tool: str | None = None,
-        uid: str | None = None,
-        limit: int | None = 50,
-    ) -> list[Trace]:
-        """Newest first; every filter is applied before `limit`."""
+    async def list_traces(self, where: TraceFilter | None = None, /, **filters: Any) -> list[Trace]:
+        """Newest first; every filter (`TraceFilter`, or its fields as keywords) is applied before `limit`."""
         ...
 
     async def get_resource_usage(self, root_trace_id: str) -> dict[str, Any] | None:

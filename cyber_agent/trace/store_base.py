@@ -47,7 +47,7 @@ from cyber_agent.trace.events import (
 from cyber_agent.trace.event_payloads import check_payload
 from cyber_agent.trace.exchange_log import decode_exchange
 from cyber_agent.trace.goal_models import Goal, GoalStats, GoalTree
-from cyber_agent.trace.models import Message, Trace, TraceMode, TraceStatus, utc_now
+from cyber_agent.trace.models import Message, Trace, utc_now
 from cyber_agent.trace.protocols import UsageChange
 from cyber_agent.trace.records import JSONRecord, TraceRecord, select_trees
 from cyber_agent.trace.store_listing import DamagedEntry, TraceListing, damaged_record, warn_damaged
@@ -63,6 +63,7 @@ from cyber_agent.trace.store_rules import (
     _copy,
     _evented_sequence,
 )
+from cyber_agent.trace.trace_filter import TraceFilter
 from cyber_agent.trace.trace_id import parse_message_id, validate_trace_id
 
 __all__ = ["BaseTraceStore"]
@@ -374,38 +375,18 @@ class BaseTraceStore(ABC):
                 self._emit(hot, "trace_status_changed", status)
             return Trace.model_validate_json(data)
 
-    async def list_traces(
-        self,
-        *,
-        mode: TraceMode | None = None,
-        status: TraceStatus | None = None,
-        agent_type: str | None = None,
-        parent_trace_id: str | None = None,
-        created_by_tool: str | None = None,
-        uid: str | None = None,
-        limit: int | None = 50,
-    ) -> list[Trace]:
-        """Newest first; every filter is applied before `limit`; damaged entries are skipped with a warning."""
-        listing = await self.list_traces_report(mode=mode, status=status, agent_type=agent_type,
-                                                parent_trace_id=parent_trace_id, created_by_tool=created_by_tool,
-                                                uid=uid, limit=limit)
+    async def list_traces(self, where: TraceFilter | None = None, /, **filters: Any) -> list[Trace]:
+        """Newest first; every filter (`TraceFilter`, or its fields as keywords) is applied before `limit`.
+
+        Damaged entries are skipped with a warning."""
+        listing = await self.list_traces_report(TraceFilter.of(where, filters))
         _warn_damaged(listing.errors)
         return listing.traces
 
-    async def list_traces_report(
-        self,
-        *,
-        mode: TraceMode | None = None,
-        status: TraceStatus | None = None,
-        agent_type: str | None = None,
-        parent_trace_id: str | None = None,
-        created_by_tool: str | None = None,
-        uid: str | None = None,
-        limit: int | None = 50,
-    ) -> TraceListing:
+    async def list_traces_report(self, where: TraceFilter | None = None, /, **filters: Any) -> TraceListing:
         """Like `list_traces`, and every damaged or foreign entry the listing skipped (`TraceListing.errors`)."""
-        if limit is not None and limit < 0:
-            raise InvalidUpdateError(f"limit must be >= 0 or None, got {limit}")
+        where = TraceFilter.of(where, filters)
+        limit = where.limit
         matched = []
         traces, damaged = self._list_entries()
         for trace in traces:
@@ -413,13 +394,8 @@ class BaseTraceStore(ABC):
             if hot is not None:
                 trace = hot.trace
             # Only totals and the head change without a checkpoint; every filtered field is current.
-            if ((mode is not None and trace.mode != mode) or (status is not None and trace.status != status)
-                    or (agent_type is not None and trace.agent_type != agent_type)
-                    or (parent_trace_id is not None and trace.parent_trace_id != parent_trace_id)
-                    or (created_by_tool is not None and trace.lineage.created_by_tool != created_by_tool)
-                    or (uid is not None and trace.uid != uid)):
-                continue
-            matched.append(trace)
+            if where.matches(trace):
+                matched.append(trace)
         matched.sort(key=lambda t: (t.created_at, t.trace_id), reverse=True)
         out = []
         for trace in matched if limit is None else matched[:limit]:

@@ -7,6 +7,7 @@ through a fresh reader.
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 import threading
 from datetime import UTC, datetime, timedelta
@@ -23,6 +24,7 @@ from cyber_agent.errors import (
     TraceNotFoundError,
 )
 from cyber_agent.trace import Goal, GoalTree, Trace, TraceStore
+from cyber_agent.trace.trace_filter import TraceFilter
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -143,6 +145,33 @@ async def test_list_traces_filters_mode_status_agent_type_and_uid(store):
     assert await listed(status="completed") == [ids[1]]
     assert await listed(agent_type="explore", uid="b") == [ids[1]]
     assert await listed(mode="agent", uid="a") == [ids[3]]
+
+
+async def test_a_typed_filter_lists_what_its_keywords_list(store, open_store):
+    """`TraceFilter` is the one declaration: the typed form, the keyword form and a mix agree."""
+    parent = (await _traces(store, [{"task": "root", "model": "demo", "context": {"agent_mode": "recursive"}}]))[0]
+    child = (await _traces(store, [{"parent_trace_id": parent, "model": "demo", "context": {"created_by_tool": "agent"}}]))[0]
+    other = (await _traces(store, [{"task": "other", "model": "openai:gpt-4o"}]))[0]
+    for reader in (store, open_store()):
+        typed = await reader.list_traces(TraceFilter(parent_trace_id=parent, created_by_tool="agent", limit=2))
+        keywords = await reader.list_traces(parent_trace_id=parent, created_by_tool="agent", limit=2)
+        assert [t.trace_id for t in typed] == [t.trace_id for t in keywords] == [child]
+        assert [t.trace_id for t in await reader.list_traces(TraceFilter(roots_only=True), model="demo")] == [parent]
+        assert [t.trace_id for t in await reader.list_traces(roots_only=True, limit=None)][:2] == [other, parent]
+        assert [t.trace_id for t in await reader.list_traces(agent_mode="recursive", limit=None)] == [parent]
+        since = (await reader.get_trace(child)).created_at
+        assert [t.trace_id for t in await reader.list_traces(since=since.replace(tzinfo=None), limit=None)] == [other, child]
+        report = await reader.list_traces_report(TraceFilter(model="openai:gpt-4o"))
+        assert [t.trace_id for t in report.traces] == [other]
+
+
+@pytest.mark.parametrize(("filters", "named"), [
+    ({"status": "done"}, "status='done'"), ({"limit": -1}, "limit=-1"), ({"since": "yesterday"}, "since='yesterday'"),
+    ({"agent_mode": "deep"}, "agent_mode='deep'"), ({"parent": "x"}, "unknown trace filter 'parent'"),
+])
+async def test_a_bad_filter_value_names_itself(store, filters, named):
+    with pytest.raises(InvalidUpdateError, match=re.escape(named)):
+        await store.list_traces(**filters)
 
 
 # ---- side records -----------------------------------------------------------------------

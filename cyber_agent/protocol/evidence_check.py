@@ -40,7 +40,7 @@ from cyber_agent.protocol.claims import (
     numbers_of,
     quoted_names,
 )
-from cyber_agent.trace.models import Message, Trace, is_refusal
+from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.protocol_records import TaskReport, ValidationResult, aggregate_verdict
 from cyber_agent.trace.protocols import TraceStore
 
@@ -100,7 +100,7 @@ def _number_excerpt(text: str, stated: str) -> str:
 
 
 def _is_error(message: Message) -> bool:
-    return bool(message.metadata.get("is_error"))
+    return bool(message.metadata.is_error)
 
 
 def rejected_claims(trace: Trace) -> list[str]:
@@ -304,7 +304,7 @@ async def _signals(reading: _Reading, report: TaskReport) -> list[ClaimVerdict]:
                 last[names[message.tool_call_id]] = message
         # Failed work is an error of a tool that ran (its result records a run time). A refused call
         # (a limit) or one the permission gate or argument check stopped never ran: not failed work.
-        errored = [m for m in last.values() if _is_error(m) and not is_refusal(m.metadata) and "duration_ms" in m.metadata]
+        errored = [m for m in last.values() if _is_error(m) and not m.metadata.is_refusal and m.metadata.duration_ms is not None]
         if errored:
             first = errored[0]
             out.append(_fail(None, None, "completed_over_errors",

@@ -28,6 +28,7 @@ from cyber_agent.errors import ConfigurationError
 from cyber_agent.trace.models import is_refusal
 from cyber_agent.trace.protocols import TraceReader
 from cyber_agent.trace.records import TraceRecord, parse_time
+from cyber_agent.trace.side_records import StopRequest
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -80,7 +81,7 @@ def _report_step(messages: Sequence[Mapping[str, Any]], before: datetime | None)
     return step if step is not None else last
 
 
-def _signals(record: TraceRecord, stops: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
+def _signals(record: TraceRecord, stops: Mapping[str, StopRequest]) -> list[dict[str, Any]]:
     meta, out = record.trace, []
     protocol = meta.get("protocol") or {}
     for validation in protocol.get("validations") or ():
@@ -100,7 +101,7 @@ def _signals(record: TraceRecord, stops: Mapping[str, Mapping[str, Any]]) -> lis
         stop = stops.get(record.trace_id)
         kind: SignalKind = "budget" if any(w in error.lower() for w in _BUDGET_WORDS) else \
             "stopped" if stop is not None or status == "stopped" else "error"
-        detail = error or (f"stop requested: {stop.get('reason')}" if stop else f"ended {status}")
+        detail = error or (f"stop requested: {stop.reason}" if stop else f"ended {status}")
         last = int(record.messages[-1]["sequence"]) if record.messages else None
         out.append({"created_at": _time(meta.get("completed_at") or meta.get("updated_at")), "step": last,
                     "kind": kind, "detail": detail})

@@ -9,7 +9,6 @@ same `TraceStore` calls) as a live store, without anything being able to run on 
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, NoReturn
@@ -18,11 +17,13 @@ from pydantic import ValidationError
 
 from cyber_agent.errors import CorruptRecordError, MessageNotFoundError, StoreError, TraceNotFoundError
 from cyber_agent.notebook.display import RichDisplay, html_table
+from cyber_agent.trace.budget_limits import ResourceUsage
 from cyber_agent.trace.events import EVENT_TYPES, TraceEvent
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.protocols import WRITE_METHODS
 from cyber_agent.trace.records import TraceRecord, parse_time, select_trees
+from cyber_agent.trace.side_records import StopRequest, ToolApprovals, tool_approvals_from, usage_from
 from cyber_agent.trace.trace_filter import TraceFilter
 from cyber_agent.trace.trace_id import parse_message_id
 
@@ -108,17 +109,17 @@ class ReadOnlyTraceStore(RichDisplay):
         """Newest first; every filter (`TraceFilter`, or its fields as keywords) is applied before `limit`."""
         return [t.model_copy(deep=True) for t in TraceFilter.of(where, filters).select(self._traces.values())]
 
-    async def get_resource_usage(self, root_trace_id: str) -> dict[str, Any] | None:
-        """Return the root's usage record, or None."""
-        return copy.deepcopy(self._require(root_trace_id).resource_usage)
+    async def get_resource_usage(self, root_trace_id: str) -> ResourceUsage | None:
+        """Return the root's usage, or None; CorruptRecordError when the record is incomplete or invalid."""
+        return usage_from(self._require(root_trace_id).resource_usage, f"{root_trace_id}/resource_usage.json")
 
-    async def get_stop_requests(self, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    async def get_stop_requests(self, trace_ids: Sequence[str]) -> dict[str, StopRequest]:
         """An export keeps no stop requests: always empty (unknown ids raise nothing either)."""
         return {}
 
-    async def get_tool_approvals(self, trace_id: str) -> dict[str, Any] | None:
-        """Return the approval state, or None."""
-        return copy.deepcopy(self._require(trace_id).tool_approvals)
+    async def get_tool_approvals(self, trace_id: str) -> ToolApprovals | None:
+        """Return the approval state, or None; CorruptRecordError when a batch does not fit."""
+        return tool_approvals_from(self._require(trace_id).tool_approvals, f"{trace_id}/tool_approvals.json")
 
     async def get_goal_tree(self, trace_id: str) -> GoalTree | None:
         """Return the goal tree (None for an unknown trace)."""

@@ -95,7 +95,13 @@ class TraceQuery(TraceFilter):
 
     model_config = ConfigDict(extra="ignore", frozen=True)  # an unknown query parameter is ignored, as HTTP does
 
-    limit: int = Field(default=50, ge=1, le=1000)  # narrower than the store's (None: all)
+    # Over HTTP the strings and the limit are bounded (in process a filter takes any string and None).
+    agent_type: str | None = Field(default=None, max_length=100)
+    parent_trace_id: str | None = Field(default=None, max_length=220)
+    created_by_tool: str | None = Field(default=None, max_length=100)
+    uid: str | None = Field(default=None, max_length=200)
+    model: str | None = Field(default=None, max_length=200)
+    limit: int = Field(default=50, ge=1, le=1000)
     """At most this many traces, newest first (1..1000)."""
 
 

@@ -36,6 +36,7 @@ from cyber_agent.trace.sqlite_schema import MessageColumns, message_columns
 from cyber_agent.trace.store_base import BaseTraceStore, _Hot
 from cyber_agent.trace.store_listing import DamagedEntry
 from cyber_agent.trace.trace_id import validate_trace_id
+from cyber_agent.trace.side_records import StopRequest, stop_request_from
 
 __all__ = ["EVENTS_SQL", "SQLTraceStore", "events_of"]
 
@@ -224,7 +225,7 @@ class SQLTraceStore(BaseTraceStore):
         return [str(data) for (data,) in self._query(
             "SELECT data FROM exchanges WHERE trace_id = ? ORDER BY call_index", (trace_id,))]
 
-    async def get_stop_requests(self, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    async def get_stop_requests(self, trace_ids: Sequence[str]) -> dict[str, StopRequest]:
         """The persisted stop requests among `trace_ids`, read with one query."""
         ids = list(dict.fromkeys(trace_ids))
         if not ids:
@@ -235,9 +236,9 @@ class SQLTraceStore(BaseTraceStore):
                            f"AND trace_id IN ({', '.join('?' * len(ids))})", ids)
         out = {}
         for trace_id, data in rows:
-            record = json.loads(data)
-            if record:
-                out[trace_id] = record
+            request = stop_request_from(json.loads(data), f"{trace_id}/stop_request.json")
+            if request is not None:
+                out[trace_id] = request
         return out
 
     # ---- import: one transaction per trace --------------------------------------------------

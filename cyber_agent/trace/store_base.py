@@ -26,6 +26,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+from pydantic import BaseModel, ValidationError
+
 from cyber_agent.errors import (
     ConflictError,
     CorruptRecordError,
@@ -35,6 +37,7 @@ from cyber_agent.errors import (
     StoreError,
     TraceNotFoundError,
 )
+from cyber_agent.trace.budget_limits import ResourceUsage
 from cyber_agent.trace.bulk import gc_paused
 from cyber_agent.trace.events import (
     EVENT_TYPES,
@@ -63,6 +66,7 @@ from cyber_agent.trace.store_rules import (
     _copy,
     _evented_sequence,
 )
+from cyber_agent.trace.side_records import StopRequest, ToolApprovals, stop_request_from, tool_approvals_from, usage_from
 from cyber_agent.trace.trace_filter import TraceFilter
 from cyber_agent.trace.trace_id import parse_message_id, validate_trace_id
 
@@ -485,33 +489,41 @@ class BaseTraceStore(ABC):
             self._append_event_line(trace_id, encode_json(event, "event"))
 
     # ---- side records -------------------------------------------------------------------
-    async def get_resource_usage(self, root_trace_id: str) -> dict[str, Any] | None:
-        """Return the root's usage record; None if never written or no such trace; CorruptRecordError if unreadable."""
-        return self._get_side(root_trace_id, "resource_usage")
+    async def get_resource_usage(self, root_trace_id: str) -> ResourceUsage | None:
+        """Return the root's usage; None if never written or no such trace; CorruptRecordError if unreadable or incomplete."""
+        return usage_from(self._get_side(root_trace_id, "resource_usage"), _where(root_trace_id, "resource_usage"))
 
-    async def replace_resource_usage(self, root_trace_id: str, usage: dict[str, Any]) -> None:
-        """Atomically replace the root's usage record."""
-        self._replace_side(root_trace_id, "resource_usage", usage)
+    async def replace_resource_usage(self, root_trace_id: str, usage: ResourceUsage | Mapping[str, Any]) -> None:
+        """Atomically replace the root's usage record (a mapping is written as given)."""
+        self._replace_side(root_trace_id, "resource_usage", _side_json(usage, "resource_usage"))
 
-    async def update_resource_usage(self, root_trace_id: str, change: UsageChange) -> dict[str, Any] | None:
-        """Read, change and write the root's usage record as one atomic step across processes.
+    async def update_resource_usage(self, root_trace_id: str, change: UsageChange) -> ResourceUsage | None:
+        """Read, change and write the root's usage as one atomic step across processes.
 
-        `change(current)` gets the persisted record (None if never written) under the trace's
-        writer lock (a file lock, or one `BEGIN IMMEDIATE` transaction) and returns the record to
+        `change(current)` gets the persisted usage (None if never written) under the trace's
+        writer lock (a file lock, or one `BEGIN IMMEDIATE` transaction) and returns the usage to
         write, or None to write nothing. It must not await and may raise (nothing is written).
-        Returns what is persisted afterwards.
+        Returns what is persisted afterwards. A persisted record that is incomplete or invalid
+        raises CorruptRecordError before `change` runs (the budget fails closed).
         """
         validate_trace_id(root_trace_id)
+        where = _where(root_trace_id, "resource_usage")
         with self._writing_side(root_trace_id):
             self._require_exists(root_trace_id)
-            current = self._read_side_record(root_trace_id, "resource_usage")
+            current = usage_from(self._read_side_record(root_trace_id, "resource_usage"), where)
             new = change(current)
             if new is None:
                 return current
-            if not isinstance(new, Mapping):
-                raise InvalidUpdateError(f"resource_usage must be a mapping, got {type(new).__name__}")
-            self._write_side_record(root_trace_id, "resource_usage", encode_json(dict(new), "resource_usage"))
-            return dict(new)
+            if isinstance(new, Mapping):
+                try:
+                    new = ResourceUsage.model_validate(new)
+                except ValidationError as exc:
+                    raise InvalidUpdateError(f"resource_usage of {root_trace_id!r}: {exc.errors()[0]['msg']} "
+                                             f"({'.'.join(map(str, exc.errors()[0]['loc']))})") from None
+            if not isinstance(new, ResourceUsage):
+                raise InvalidUpdateError(f"resource_usage must be a ResourceUsage or a mapping, got {type(new).__name__}")
+            self._write_side_record(root_trace_id, "resource_usage", encode_json(new, "resource_usage"))
+            return new.model_copy()
 
     # ---- persistent stop requests (seen by every process running part of the tree) -------------
     async def request_stop(self, trace_id: str, reason: str, *, subtree: bool = True) -> None:
@@ -519,8 +531,9 @@ class BaseTraceStore(ABC):
         validate_trace_id(trace_id)
         if not isinstance(reason, str) or not reason:
             raise InvalidUpdateError(f"a stop reason must be a non-empty string, got {reason!r}")
-        record = {"reason": reason, "subtree": bool(subtree), "requested_at": utc_now().isoformat()}
-        self._replace_side(trace_id, "stop_request", record)
+        record = StopRequest(reason=reason, subtree=bool(subtree), requested_at=utc_now())
+        self._replace_side(trace_id, "stop_request", {"reason": record.reason, "subtree": record.subtree,
+                                                      "requested_at": utc_now().isoformat()})
 
     async def clear_stop(self, trace_id: str) -> None:
         """Withdraw the trace's own stop request (a continued trace runs again)."""
@@ -530,23 +543,24 @@ class BaseTraceStore(ABC):
             if self._read_side_record(trace_id, "stop_request") is not None:
                 self._write_side_record(trace_id, "stop_request", "{}")
 
-    async def get_stop_requests(self, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    async def get_stop_requests(self, trace_ids: Sequence[str]) -> dict[str, StopRequest]:
         """The persisted stop requests among `trace_ids` (unknown ids and traces without one are left out)."""
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, StopRequest] = {}
         for trace_id in trace_ids:
             validate_trace_id(trace_id)
             record = self._read_side_record(trace_id, "stop_request") if self._exists(trace_id) else None
-            if record:
-                out[trace_id] = record
+            request = stop_request_from(record, _where(trace_id, "stop_request"))
+            if request is not None:
+                out[trace_id] = request
         return out
 
-    async def get_tool_approvals(self, trace_id: str) -> dict[str, Any] | None:
-        """Return the persisted approval state of the trace, or None."""
-        return self._get_side(trace_id, "tool_approvals")
+    async def get_tool_approvals(self, trace_id: str) -> ToolApprovals | None:
+        """Return the persisted approval state of the trace, or None; CorruptRecordError if a batch does not fit."""
+        return tool_approvals_from(self._get_side(trace_id, "tool_approvals"), _where(trace_id, "tool_approvals"))
 
-    async def replace_tool_approvals(self, trace_id: str, state: dict[str, Any]) -> None:
-        """Atomically replace the trace's approval state."""
-        self._replace_side(trace_id, "tool_approvals", state)
+    async def replace_tool_approvals(self, trace_id: str, state: ToolApprovals | Mapping[str, Any]) -> None:
+        """Atomically replace the trace's approval state (a mapping is written as given)."""
+        self._replace_side(trace_id, "tool_approvals", _side_json(state, "tool_approvals"))
 
     def _get_side(self, trace_id: str, name: str) -> dict[str, Any] | None:
         validate_trace_id(trace_id)
@@ -758,3 +772,13 @@ class BaseTraceStore(ABC):
         validate_trace_id(trace_id)
         self._require_exists(trace_id)
         return self._read_events(trace_id, since_event_id)
+
+
+def _where(trace_id: str, name: str) -> str:
+    """Where a side record lives, as a CorruptRecordError names it."""
+    return f"{trace_id}/{name}.json"
+
+
+def _side_json(value: Any, name: str) -> Any:
+    # A typed record is written in JSON mode; a mapping as given; anything else is refused by _replace_side.
+    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value

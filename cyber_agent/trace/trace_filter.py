@@ -35,19 +35,19 @@ class TraceFilter(BaseModel):
     """Only traces of this `Trace.mode` (`call` or `agent`)."""
     status: TraceStatus | None = None
     """Only traces with this status."""
-    agent_type: str | None = Field(default=None, max_length=100)
+    agent_type: str | None = None
     """Only traces of this role (`main`, `delegate`, `validator`, ...)."""
-    parent_trace_id: str | None = Field(default=None, max_length=220)
+    parent_trace_id: str | None = None
     """Only direct children of this trace."""
-    created_by_tool: str | None = Field(default=None, max_length=100)
+    created_by_tool: str | None = None
     """Only traces created by this tool (`agent` for sub-agents, `validator` for validators)."""
-    uid: str | None = Field(default=None, max_length=200)
+    uid: str | None = None
     """Only traces started by this user."""
     roots_only: bool = False
     """True: only root traces (no parent)."""
     agent_mode: AgentMode | None = None
     """Only trees of this mode (`legacy` or `recursive`, `Trace.lineage.mode`)."""
-    model: str | None = Field(default=None, max_length=200)
+    model: str | None = None
     """Only traces run with this model spec (e.g. `demo`, `openai:gpt-4o`)."""
     since: datetime | None = None
     """Only traces created at or after this time (a time without a zone is UTC)."""

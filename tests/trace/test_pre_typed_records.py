@@ -135,3 +135,33 @@ def test_a_typed_key_with_a_wrong_type_names_the_key():
 
     with pytest.raises(ValidationError, match="metadata.is_error"):
         Message.create(trace_id=TRACE_ID, role="tool", metadata={"is_error": "perhaps"})
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_old_side_records_read_typed(kind: str, tmp_path: Path):
+    store = await _open(kind, tmp_path)
+    usage = await store.get_resource_usage(TRACE_ID)  # written before `unpriced_calls` existed
+    assert usage is not None and (usage.agents, usage.llm_calls, usage.unpriced_calls, usage.cost_usd) == (2, 3, 0, 0.0012)
+    approvals = await store.get_tool_approvals(TRACE_ID)
+    assert approvals is not None and [b.batch_id for b in approvals.batches] == ["b1"]
+    assert approvals.batches[0].calls[0].decision == "approve" and approvals.batches[0].status == "done"
+    if kind != "postgres":  # an export (the import's source) carries no stop requests
+        stop = (await store.get_stop_requests([TRACE_ID]))[TRACE_ID]
+        assert (stop.reason, stop.subtree) == ("user pressed stop", True) and stop.requested_at is not None
+    changed = await store.update_resource_usage(TRACE_ID, lambda u: u.model_copy(update={"llm_calls": u.llm_calls + 1}))
+    assert changed is not None and changed.llm_calls == 4 and (await store.get_resource_usage(TRACE_ID)).llm_calls == 4
+
+
+async def test_metadata_given_as_a_dict_is_typed_on_every_write_path():
+    from cyber_agent.trace import InMemoryTraceStore, Trace
+
+    store = InMemoryTraceStore()
+    trace = Trace.create(task="t")
+    await store.create_trace(trace)
+    message = Message.create(trace_id=trace.trace_id, role="tool", content="x", metadata={"is_error": True, "mine": 1})
+    await store.add_message(message)
+    updated = await store.update_message(message.message_id, metadata={"truncated": True, "refused": True})
+    assert isinstance(updated.metadata, MessageMetadata) and updated.metadata.refusal_kind == "refused"
+    assert updated.metadata.was_truncated and "mine" not in updated.metadata  # a whole replace, as before
+    stored = await store.get_message(message.message_id)
+    assert stored is not None and stored.metadata == {"truncated": True, "refused": "refused"}

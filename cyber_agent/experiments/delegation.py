@@ -150,7 +150,8 @@ def plot_success_vs_cost(frame: pd.DataFrame, by: Sequence[str] | str = ("mode",
         rate = row["success_rate"]
         if math.isnan(rate):
             continue
-        axes.errorbar(row["cost_mean"], rate, yerr=[[rate - row["ci_low"]], [row["ci_high"] - rate]], fmt="o",
+        below, above = max(0.0, rate - row["ci_low"]), max(0.0, row["ci_high"] - rate)  # rounding at 0 and 1
+        axes.errorbar(row["cost_mean"], rate, yerr=[[below], [above]], fmt="o",
                       capsize=4, label=f"{_label(row, keys)} (n={int(row['judged'])})")
     axes.set_xlabel("cost per run (USD)")
     axes.set_ylabel("success rate")

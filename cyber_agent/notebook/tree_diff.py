@@ -80,7 +80,8 @@ def _label(row: Any, diff: DiffKind, side: Side | None) -> str:
     if diff == "changed":
         for measure in ("status", "outcome", "verdict"):
             if _flag(getattr(row, f"{measure}_changed", None)):
-                lines.append(f"{measure}: {getattr(row, f'{measure}_a')} → {getattr(row, f'{measure}_b')}")
+                before, after = (_text(getattr(row, f"{measure}_{side}")) or "—" for side in ("a", "b"))
+                lines.append(f"{measure}: {before} → {after}")
                 break
     return "\n".join(lines)
 
@@ -128,7 +129,8 @@ def _title(graph: nx.DiGraph, which: str) -> str:
     for _, data in graph.nodes(data=True):
         counts[data["diff"]] += 1
     shown = " · ".join(f"{n} {kind}" for kind, n in counts.items() if n and kind != "same")
-    return f"{which} · {graph.number_of_nodes()} nodes" + (f" · {shown}" if shown else " · no differences")
+    size = graph.number_of_nodes()
+    return f"{which} · {size} node{'s' if size != 1 else ''}" + (f" · {shown}" if shown else " · no differences")
 
 
 def draw_comparison(

@@ -100,6 +100,10 @@ def test_the_report_counts_each_group_and_gives_its_interval():
     assert recursive["agents_mean"] == 4.0 and recursive["llm_calls_mean"] == 5.0
     with pytest.raises(ConfigurationError, match="not in the frame"):
         delegation_report(frame, by=["provider"])
+    perfect = pd.DataFrame({"mode": ["recursive"] * 48, "model": ["m"] * 48, "passed": [True] * 48, "cost": [1.0] * 48,
+                            "tokens": [1] * 48, "llm_calls": [1] * 48, "agents": [1] * 48})
+    [axes] = plot_success_vs_cost(perfect).axes  # 48 of 48: the upper bound rounds just below 1.0, still drawn
+    assert [c.lines[0].get_ydata()[0] for c in axes.containers] == [1.0]
 
 
 async def test_the_report_of_a_sweep_has_shape_and_a_chart(swept):

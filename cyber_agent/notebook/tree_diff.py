@@ -12,7 +12,6 @@ Everything is read from the frame: no store is opened.
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Hashable
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -56,15 +55,31 @@ def _flag(value: Any) -> bool:
 def diff_kinds(cmp: pd.DataFrame, *, run: int | None = None) -> list[DiffKind]:
     """The `diff` of each row of `cmp`: the alignment's kind, with `same` split from `changed`."""
     rows = _one_run(cmp, run)
-    out: list[DiffKind] = []
-    for row in rows.itertuples(index=False):
-        if row.kind in ("inserted", "deleted", "relabelled"):
-            out.append(row.kind)
-        elif any(_flag(getattr(row, f"{m}_changed", None)) for m in ("status", "outcome", "verdict")):
-            out.append("changed")
-        else:
-            out.append("same")
-    return out
+    changed = None
+    for measure in ("status", "outcome", "verdict"):
+        column = f"{measure}_changed"
+        if column in rows.columns:
+            flags = rows[column].astype("boolean").fillna(False).astype(bool)
+            changed = flags if changed is None else changed | flags
+    kinds = rows["kind"].astype(str)
+    paired = kinds.isin(["matched"])
+    out = kinds.where(~paired, "same")
+    if changed is not None:
+        out = out.where(~(paired & changed), "changed")
+    return cast("list[DiffKind]", out.tolist())
+
+
+def _two_lines(text: str, width: int = 34) -> list[str]:
+    """`text` on at most two lines of about `width` characters, the second ending in … when cut (cheap: no textwrap)."""
+    if len(text) <= width:
+        return [text]
+    cut = text.rfind(" ", 0, width + 1)
+    cut = cut if cut > width // 2 else width
+    first, rest = text[:cut].rstrip(), text[cut:].strip()
+    if len(rest) > width:
+        end = rest.rfind(" ", 0, width - 1)
+        rest = rest[: end if end > width // 2 else width - 2].rstrip() + " …"
+    return [first, rest] if rest else [first]
 
 
 def _text(value: Any) -> str:
@@ -74,9 +89,9 @@ def _text(value: Any) -> str:
 def _label(row: Any, diff: DiffKind, side: Side | None) -> str:
     a, b = _text(row.brief_a), _text(row.brief_b)
     brief = a if side == "a" or diff == "deleted" else b
-    lines = textwrap.wrap(brief or row.role, 34, max_lines=2, placeholder=" …")
+    lines = _two_lines(brief or str(row.role))
     if diff == "relabelled" and side is None:
-        lines.append("was: " + textwrap.shorten(a or "-", 30, placeholder=" …"))
+        lines.append("was: " + (a if len(a) <= 30 else a[:28].rstrip() + " …"))
     if diff == "changed":
         for measure in ("status", "outcome", "verdict"):
             if _flag(getattr(row, f"{measure}_changed", None)):

@@ -66,10 +66,16 @@ async def test_shape_thresholds_are_parameters_and_checked(swept):
         await with_shape(frame, store)
 
 
-async def test_cells_without_a_tree_get_missing_shape_values():
+async def test_cells_without_a_tree_get_missing_shape_values(swept):
     frame = await sweep_frame(InMemoryTraceStore(), grid(), shape=True)
     assert frame["nodes"].isna().all() and frame["overcommitted"].isna().all()
     assert str(frame["nodes"].dtype) == "Int64" and str(frame["overcommitted"].dtype) == "boolean"
+    store, shaped = swept  # an attempt that raised before its root was written: its row only goes without
+    plain = shaped[list(FRAME_COLUMNS)].copy()
+    plain.loc[3, "trace_id"] = "00000000-0000-4000-8000-000000000000"
+    again = await with_shape(plain, store)
+    assert again["nodes"].isna().tolist() == [i == 3 for i in range(len(again))]
+    assert again.drop(index=3)["nodes"].tolist() == shaped.drop(index=3)["nodes"].tolist()
 
 
 def test_wilson_interval_matches_the_textbook_values():

@@ -270,6 +270,17 @@ def rows_latency(outcome: Outcome) -> list[Row]:
                  f"worst {c['max_get_s']:.4f} s", None, "< 0.5 s", c["max_get_s"] < 0.5) for c in data["calls"]]
 
 
+def rows_report(outcome: Outcome) -> list[Row]:
+    """The "does delegation pay" report of a 1,000-cell sweep: frame, shape, report, chart (target < 2 s)."""
+    data = outcome.data
+    if not data:
+        return _missing(outcome, "report")
+    m = data["median_s"]
+    return [_row("report", f"sweep report of {data['cells']} cells (frame {m['frame']:.2f} + shape {m['shape']:.2f} + "
+                           f"report {m['report']:.2f} + chart {m['chart']:.2f} s)", f"{m['total']:.3f} s", None,
+                 f"< {data['target_s']} s", data["met"])]
+
+
 def print_table(rows: list[Row]) -> None:
     """Print the consolidated table."""
     widths = {k: max(len(k), *(len(str(r[k] if r[k] is not None else "-")) for r in rows)) for k in rows[0]}
@@ -313,11 +324,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run the selected benches, print the table, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="every bench in its --quick form")
-    parser.add_argument("--only", help="comma-separated subset of: overhead,store,tree,notebook,trees,calls,latency")
+    parser.add_argument("--only", help="comma-separated subset of: overhead,store,tree,notebook,trees,calls,latency,report")
     parser.add_argument("--dir", help="directory for file stores' temporary traces (default: system temp)")
     parser.add_argument("--out", default=str(RESULTS), help=f"where to write the JSON (default {RESULTS.relative_to(REPO)})")
     args = parser.parse_args(argv)
-    keys = ["overhead", "store", "tree", "notebook", "trees", "calls", "latency"]
+    keys = ["overhead", "store", "tree", "notebook", "trees", "calls", "latency", "report"]
     wanted = keys if not args.only else [k for k in keys if k in args.only.split(",")]
     quick = ["--quick"] if args.quick else []
     where = ["--dir", args.dir] if args.dir else []
@@ -371,6 +382,8 @@ def main(argv: list[str] | None = None) -> int:
             bench("calls", "store_calls.py", where, 120, rows_calls)
         if "latency" in wanted:
             bench("latency", "tool_latency.py", [], 180, rows_latency)
+        if "report" in wanted:
+            bench("report", "sweep_report.py", [], 300 if args.quick else 900, rows_report)
     seconds = time.perf_counter() - started
     print_table(rows)
     env["load_average_at_end"] = list(os.getloadavg())

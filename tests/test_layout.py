@@ -32,7 +32,8 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"tools"}),
     frozenset({"protocol"}),
     frozenset({"core"}),
-    frozenset({"analysis", "experiments", "importers", "otel", "server"}),
+    frozenset({"analysis"}),
+    frozenset({"experiments", "importers", "otel", "server"}),
     frozenset({"notebook"}),
     frozenset({"cli", "__init__"}),
 )

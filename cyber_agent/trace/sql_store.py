@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -119,6 +120,17 @@ class SQLTraceStore(BaseTraceStore):
     def _write_trace(self, trace: Trace) -> None:
         self._execute("UPDATE traces SET data = ? WHERE trace_id = ?", (trace.model_dump_json(), trace.trace_id))
 
+    def _checkpoint(self, hot: _Hot) -> None:
+        # Trace and goal tree in one statement (the base class writes them one after the other).
+        if hot.goals_dirty:
+            self._execute("UPDATE traces SET data = ?, goals = ? WHERE trace_id = ?",
+                          (hot.trace.model_dump_json(), hot.tree.model_dump_json(), hot.trace.trace_id))
+            hot.goals_dirty = False
+        else:
+            self._write_trace(hot.trace)
+        hot.unflushed = 0
+        hot.flushed_at = time.monotonic()
+
     def _read_goals(self, trace_id: str) -> GoalTree | None:
         rows = self._query("SELECT goals FROM traces WHERE trace_id = ?", (trace_id,))
         result: GoalTree | None = self._parse(rows[0][0], GoalTree, self._where(trace_id, "goals")) if rows else None
@@ -134,8 +146,7 @@ class SQLTraceStore(BaseTraceStore):
         return result
 
     def _write_message(self, trace_id: str, sequence: int, data: str) -> None:
-        names, values = self._columns.values(data)
-        self._execute(self._upsert_message, (trace_id, sequence, data, *values))
+        self._execute(self._upsert_message, (trace_id, sequence, data, *self._columns.row(data)))
         self._local.written = (trace_id, sequence, data)
 
     def _rewrite_message(self, trace_id: str, sequence: int, data: str) -> None:

@@ -364,7 +364,9 @@ class AgentRunner:
         if not config.record_exchanges:  # off for a root: off for every run of its tree in this runner
             self._unrecorded.add(state.trace.root_id)
         elif state.trace.root_id not in self._unrecorded and _keeps_exchanges(services.store):
-            llm = ExchangeRecorder(llm, services.store.append_exchange, state.trace.trace_id)  # kept with the trace
+            # Kept with the trace; a store that can writes it with the reply's message (one transaction).
+            sink = getattr(services.store, "defer_exchange", None) or services.store.append_exchange
+            llm = ExchangeRecorder(llm, sink, state.trace.trace_id)
         # Every call of this run is marked with its trace: a recording is keyed by position in the tree.
         llm = at_site(llm, state.trace.trace_id)
         state.harness = RunHarness(llm=llm, model=model, config=config, budget=state.budget)

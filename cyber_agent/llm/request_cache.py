@@ -97,9 +97,11 @@ class _Conversation:
         """Add the messages after the kept ones."""
         for message in messages[len(self.raw):]:
             canon = _canonical(message)
+            text = _key_text(canon)
             if not self.raw:
-                self.name = json.dumps(canon, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-            text = _key_text(normalise_ids(canon, self.numbers))
+                self.name = text
+            if "@" in text or _UUID.search(text):  # ids to number: walk it (most messages hold none)
+                text = _key_text(normalise_ids(canon, self.numbers))
             self.hasher.update((b"," if self.texts else b"") + text.encode())
             self.raw.append(message)
             self.canon.append(canon)

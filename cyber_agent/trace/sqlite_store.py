@@ -56,6 +56,8 @@ _DEADLINE_SLACK_MS = 20
 class SQLiteTraceStore(SQLTraceStore):
     """Persist traces in one SQLite database file; many processes may read and write it at once."""
 
+    _defers = True  # a commit is most of a small write's cost here
+
     def __init__(self, path: str | os.PathLike[str], *, durable: bool = False, busy_timeout: float = 30.0,
                  create: bool = True) -> None:
         super().__init__()

@@ -204,6 +204,7 @@ class BaseTraceStore(ABC):
         with self._lock(trace_id):
             generation = self._acquire_writer(trace_id)
             failed = True
+            taken: list[Any] | None = None
             try:
                 hot = self._hot.get(trace_id)
                 if hot is not None and generation is not None and hot.generation != generation:
@@ -211,10 +212,11 @@ class BaseTraceStore(ABC):
                 hot = self._load_for_write(trace_id)
                 if generation is not None:
                     hot.generation = generation + 1
+                taken = self._write_deferred(trace_id, hot)
                 yield hot
                 failed = False
             finally:
-                self._release_writer(trace_id, failed=failed)
+                self._end_write(trace_id, failed, taken)
 
     @contextmanager
     def _writing_side(self, trace_id: str) -> Iterator[None]:
@@ -222,14 +224,35 @@ class BaseTraceStore(ABC):
         with self._lock(trace_id):
             generation = self._acquire_writer(trace_id)
             failed = True
+            taken: list[Any] | None = None
             try:
                 hot = self._hot.get(trace_id)
                 if hot is not None and generation is not None and hot.generation == generation:
                     hot.generation = generation + 1
+                taken = self._write_deferred(trace_id, None)
                 yield
                 failed = False
             finally:
-                self._release_writer(trace_id, failed=failed)
+                self._end_write(trace_id, failed, taken)
+
+    def _end_write(self, trace_id: str, failed: bool, taken: list[Any] | None) -> None:
+        """Release the writer; deferred records the write took go back when it did not commit."""
+        try:
+            self._release_writer(trace_id, failed=failed)
+        except BaseException:
+            self._restore_deferred(trace_id, taken)
+            raise
+        if failed:
+            self._restore_deferred(trace_id, taken)
+
+    # Records a store writes with the trace's next write instead of in their own (SQLite: one
+    # transaction fewer each); `sql_store.py:SQLTraceStore.defer_exchange` / `defer_event`.
+    def _write_deferred(self, trace_id: str, hot: _Hot | None) -> list[Any] | None:
+        """Write the trace's deferred records inside this write (events only when `hot`); return what was taken."""
+        return None
+
+    def _restore_deferred(self, trace_id: str, taken: list[Any] | None) -> None:
+        """Put back what `_write_deferred` took for a write that did not commit."""
 
     # ---- state --------------------------------------------------------------------------
     def _lock(self, trace_id: str) -> threading.Lock:

@@ -239,8 +239,10 @@ class _ProcessWorker:
                 future.set_exception(value) if kind == "raised" else future.set_result(value)
 
     def _died(self) -> None:
-        if not self._closed.done():
-            self._closed.set_result(None)
+        if self._closed.done():  # it said goodbye first: a normal end
+            return
+        self._closed.set_result(None)
+        self._process.join(1.0)  # the pipe closes as the process exits: its exit code follows at once
         code = self._process.exitcode
         self._fail(RunError(_DIED.format(detail=f" (exit code {code})" if code is not None else "")))
 

@@ -84,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
                    note=f"heavy modules loaded after: {loaded[('notebook', 'after')] or 'none'}")]
     if args.json:
         Path(args.json).write_text(json.dumps({
-            "bench": "notebook_import", "reps": reps, "load": os.getloadavg()[0], "targets": rows,
+            "bench": "notebook_import", "reps": reps, "load": os.getloadavg()[0], "issue_targets": rows,
             "rows": [{"statement": STATEMENTS[name], "side": side, "median_s": value, "samples": times[(name, side)],
                       "heavy_loaded": loaded[(name, side)]} for (name, side), value in median.items()],
         }, indent=2), encoding="utf-8")

@@ -1,7 +1,7 @@
 """Targets of an issue as rows a bench emits and `bench/run_all.py` gathers into one table; the "before" tree.
 
 A bench that measures a target of an issue puts rows made by `target()` in its JSON under
-`"targets"` (next to whatever else it writes); `run_all.py` reads every bench's rows, matches them
+`"issue_targets"` (next to whatever else it writes); `run_all.py` reads every bench's rows, matches them
 by `id` against the issue's declared list (`ISSUE_34`), and prints one table — measure, before,
 after, floor, ratio, target, met — in which a declared target no bench measured shows as
 `NOT MEASURED`. `python bench/run_all.py --markdown FILE` writes the same table as Markdown for
@@ -85,7 +85,7 @@ ISSUE_34: tuple[Declared, ...] = (
 def target(id: str, *, after: float, unit: str, limit: str, met: bool | None, before: float | None = None,
            floor: float | None = None, floor_name: str = "", ratio: float | None = None, ratio_of: str = "",
            note: str = "") -> dict[str, Any]:
-    """One measured target row, as `run_all.py` reads it from a bench's JSON (`"targets": [...]`).
+    """One measured target row, as `run_all.py` reads it from a bench's JSON (`"issue_targets": [...]`).
 
     `after`/`before`/`floor` are in `unit`; `ratio` is what the target bounds when it is a ratio
     (`ratio_of` says of what to what), else None; `met` is None for a target that only reports.

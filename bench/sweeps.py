@@ -19,8 +19,10 @@ child process, once on this checkout (`after`) and once on the code before #34 (
 
 Per scenario: `total_s` (the whole `run_sweep` call: ledger read, workers' start, cells, final
 ledger read), `start_s` (until the first cell started: the ledger read and, off-process, the
-workers' spawn and imports), and `cells_per_s` = cells / (last cell finished - first cell
-started), from the progress observer: the rate of warm workers, the figure the #34 targets bound.
+workers' spawn and imports), `cells_per_s` = cells / (last cell finished - first cell
+started), from the progress observer: the rate of warm workers, the figure the #34 targets bound;
+and `cpu_s`, the CPU seconds the child and its worker processes used (not for Ray, whose actors
+are the raylet's children): CPU per cell does not move with the machine's load the way rates do.
 The ideal is 1,000 cells/s (4 waves of 64 cells of 50 ms); one core's CPU caps the in-process path.
 
 Also, after only: `inspect` (Inspect AI's `eval_set` over 200 samples whose solver waits 50 ms,
@@ -88,13 +90,24 @@ async def timed_sweep(cells: int, latency: float, *, store_url: str, backend: st
         if progress.done + progress.failed == cells:
             marks.setdefault("last", now)
 
+    cpu_before = _cpu()
     started = time.perf_counter()
     report = await run_sweep(grid(cells, latency, f"bench-{backend}-{concurrency}"), store, concurrency=concurrency,
                              backend=backend, workers=workers, on_progress=observe)  # type: ignore[arg-type]
     seconds = time.perf_counter() - started
+    cpu = _cpu() - cpu_before
     assert report.progress.done == cells, report.progress
     return {"total_s": seconds, "start_s": marks["first"] - started,
-            "cells_per_s": cells / (marks["last"] - marks["first"])}
+            "cells_per_s": cells / (marks["last"] - marks["first"]),
+            "cpu_s": None if backend == "ray" else cpu}  # Ray's actors are the raylet's children, not ours
+
+
+def _cpu() -> float:
+    """CPU seconds of this process and its finished children (the pool's workers once joined)."""
+    import resource
+
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
 
 
 def start_ray() -> float:
@@ -139,7 +152,10 @@ def child(spec: dict[str, Any]) -> dict[str, Any]:
 def run_child(spec: dict[str, Any], tree: Path | None, timeout: float) -> dict[str, Any]:
     """Run one scenario in a fresh interpreter importing cyber_agent from `tree` (None: this checkout)."""
     try:
-        ran = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], env=env_for(tree), cwd=REPO,
+        # Not cwd=REPO: Ray puts the driver's working directory first on its workers' path, which would
+        # import this checkout's cyber_agent on the `before` side.
+        ran = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)], env=env_for(tree),
+                             cwd=tempfile.gettempdir(),
                              capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"skipped": f"timed out after {timeout:.0f} s"}
@@ -300,12 +316,13 @@ def main(argv: list[str] | None = None) -> int:
         extra += bench_overhead(cells)
     print(f"\n{cells} cells, {LATENCY * 1000:.0f} ms per cell, concurrency {CONCURRENCY} (ideal "
           f"{ideal_rate(cells, CONCURRENCY, LATENCY):.0f} cells/s); load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"{'scenario':<26} {'side':<7} {'total s':>8} {'start s':>8} {'cells/s':>8}")
+    print(f"{'scenario':<26} {'side':<7} {'total s':>8} {'start s':>8} {'cells/s':>8} {'CPU ms/cell':>12}")
     for row in rows:
         if "cells_per_s" in row:
             ray_init = f"  (ray.init {row['ray_init_s']:.1f} s apart)" if "ray_init_s" in row else ""
+            cpu = "-" if row.get("cpu_s") is None else f"{1000 * row['cpu_s'] / cells:.1f}"
             print(f"{row['scenario']:<26} {row['side']:<7} {row['total_s']:>8.2f} {row['start_s']:>8.2f} "
-                  f"{row['cells_per_s']:>8.1f}{ray_init}")
+                  f"{row['cells_per_s']:>8.1f} {cpu:>12}{ray_init}")
         else:
             print(f"{row['scenario']:<26} {row['side']:<7} skipped: {row['skipped']}")
     for row in extra:

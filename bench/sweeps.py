@@ -15,7 +15,8 @@ child process, once on this checkout (`after`) and once on the code before #34 (
 - `asyncio` at concurrency 64 on a memory store and on SQLite (the store the other backends need);
 - `process` at concurrency 64 with 2 workers (one per core) on SQLite, and with the default
   workers (before: `workers` = `concurrency` = 64 processes; after: the cores) — not in `--quick`;
-- `ray` at concurrency 64 with 2 workers on SQLite (`ray.init(num_cpus=2)` in the child, timed apart).
+- `ray` at concurrency 64 with 2 workers on SQLite (`ray.init(num_cpus=2)` in the child, timed apart);
+- `asyncio` and `process` (2 workers) on a file store: no database lock shared by the workers.
 
 Per scenario: `total_s` (the whole `run_sweep` call: ledger read, workers' start, cells, final
 ledger read), `start_s` (until the first cell started: the ledger read and, off-process, the
@@ -62,6 +63,8 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "process 2 workers": {"backend": "process", "store": "sqlite", "workers": 2},
     "process default workers": {"backend": "process", "store": "sqlite", "workers": None},
     "ray 2 workers": {"backend": "ray", "store": "sqlite", "workers": 2},
+    "asyncio file": {"backend": "asyncio", "store": "file", "workers": None},
+    "process 2 workers file": {"backend": "process", "store": "file", "workers": 2},
 }
 
 
@@ -130,7 +133,8 @@ def start_ray() -> float:
 def child(spec: dict[str, Any]) -> dict[str, Any]:
     """Run the scenario `spec` (backend, store, workers, cells, concurrency) here; its figures."""
     with tempfile.TemporaryDirectory(prefix="bench-sweeps-") as tmp:
-        url = "memory:" if spec["store"] == "memory" else f"sqlite:///{Path(tmp) / 'sweep.db'}"
+        url = {"memory": "memory:", "sqlite": f"sqlite:///{Path(tmp) / 'sweep.db'}",
+               "file": f"file:{Path(tmp) / 'traces'}"}[spec["store"]]
         extra: dict[str, Any] = {}
         if spec["backend"] == "ray":
             try:

@@ -472,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
             bench("latency", "tool_latency.py", [], 180, rows_latency)
         for extra in EXTRA_BENCHES:
             if extra.key in wanted:
-                bench(extra.key, extra.script, [*extra.extra, *(where if extra.key == "frames" else [])],
+                bench(extra.key, extra.script, [*extra.extra, *(where if extra.key in ("frames", "sweeps") else [])],
                       extra.timeout_quick if args.quick else extra.timeout,
                       lambda o, k=extra.key: _missing(o, k) if o.status != "ok" else [])
     seconds = time.perf_counter() - started

@@ -3,6 +3,7 @@
     .venv/bin/python bench/sweeps.py                 # 200 cells, 50 ms per cell, concurrency 64: before and after
     .venv/bin/python bench/sweeps.py --quick         # 200 cells, without the 64-worker pool of before
     .venv/bin/python bench/sweeps.py --only asyncio,process --sides after
+    .venv/bin/python bench/sweeps.py --quick --dir /dev/shm   # stores on tmpfs: the code's cost, not the disk's
     .venv/bin/python bench/sweeps.py --only inspect --inspect-python /path/to/venv/bin/python   # Inspect AI
 
 Every cell is one legacy run of one model call: the fallible model (`fallible:latency=0.05`)
@@ -132,7 +133,7 @@ def start_ray() -> float:
 
 def child(spec: dict[str, Any]) -> dict[str, Any]:
     """Run the scenario `spec` (backend, store, workers, cells, concurrency) here; its figures."""
-    with tempfile.TemporaryDirectory(prefix="bench-sweeps-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bench-sweeps-", dir=spec.get("dir")) as tmp:
         url = {"memory": "memory:", "sqlite": f"sqlite:///{Path(tmp) / 'sweep.db'}",
                "file": f"file:{Path(tmp) / 'traces'}"}[spec["store"]]
         extra: dict[str, Any] = {}
@@ -296,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sides", default="before,after", help="before, after or both")
     parser.add_argument("--inspect-python", default=None, help="a python that can import inspect_ai")
     parser.add_argument("--json", default=None, help="write the rows here")
+    parser.add_argument("--dir", default=None, help="where the stores go (e.g. /dev/shm: the code's cost without a shared disk)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -308,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         if config["backend"] not in only or (args.quick and scenario == "process default workers"):
             continue
         for side in sides:
-            spec = {**config, "cells": cells, "concurrency": CONCURRENCY}
+            spec = {**config, "cells": cells, "concurrency": CONCURRENCY, "dir": args.dir}
             result = run_child(spec, trees[side], timeout=900)
             row = {"scenario": scenario, "side": side, **config, "concurrency": CONCURRENCY, **result}
             rows.append(row)
@@ -318,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
         extra += bench_inspect(cells, args.inspect_python)
     if "overhead" in only:
         extra += bench_overhead(cells)
-    print(f"\n{cells} cells, {LATENCY * 1000:.0f} ms per cell, concurrency {CONCURRENCY} (ideal "
+    print(f"\n{cells} cells, {LATENCY * 1000:.0f} ms per cell, concurrency {CONCURRENCY}, stores in {args.dir or tempfile.gettempdir()} (ideal "
           f"{ideal_rate(cells, CONCURRENCY, LATENCY):.0f} cells/s); load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"{'scenario':<26} {'side':<7} {'total s':>8} {'start s':>8} {'cells/s':>8} {'CPU ms/cell':>12}")
     for row in rows:
@@ -342,7 +344,7 @@ def main(argv: list[str] | None = None) -> int:
         shown = f"{t['ratio']:.2f}x" if t["ratio"] is not None else f"{t['after']:.0f} {t['unit']}"
         print(f"target {t['id']}: {shown} ({t['limit']}): {'MET' if t['met'] else 'NOT MET' if t['met'] is False else '-'}")
     if args.json:
-        Path(args.json).write_text(json.dumps({"bench": "sweeps", "cells": cells, "latency_s": LATENCY,
+        Path(args.json).write_text(json.dumps({"bench": "sweeps", "cells": cells, "latency_s": LATENCY, "dir": args.dir,
                                                "concurrency": CONCURRENCY, "load": os.getloadavg()[0], "rows": rows,
                                                "extra": extra, "issue_targets": found}, indent=2), encoding="utf-8")
     return 0

@@ -30,7 +30,9 @@ import json
 import math
 import os
 from collections import namedtuple
+from operator import itemgetter
 from collections.abc import Hashable, Mapping, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -38,7 +40,6 @@ from cyber_agent.notebook.bridge import run_sync
 from cyber_agent.notebook.display import RichDisplay
 from cyber_agent.notebook.explorer_pages import Page, _brief, _messages, _report, _usage
 from cyber_agent.notebook import frame_rows, protocol_rows
-from cyber_agent.notebook.frame_rows import trace_role
 from cyber_agent.notebook.frames import SCHEMAS, TraceFrames
 from cyber_agent.notebook.records import StoreSource, TraceRecord, open_source
 from cyber_agent.notebook.tree_labels import VERDICT_MARKS, TraceText, distinct_titles, trace_objective, trace_texts
@@ -47,7 +48,8 @@ from cyber_agent.trace.bulk import gc_paused
 from cyber_agent.trace.models import Message
 from cyber_agent.trace.protocols import TraceReader
 
-__all__ = ["HIGHLIGHT_KINDS", "STATIC_ROWS", "TreeCompareView", "TreeView", "atree_view", "export_html", "tree_view_compare"]
+__all__ = ["HIGHLIGHT_KINDS", "STATIC_ROWS", "TreeCompareView", "TreeView", "atree_view", "export_html", "tree_view_compare",
+           "write_document"]
 
 STATIC_ROWS = 500
 """Rows of the static outline (what shows without scripts)."""
@@ -75,6 +77,12 @@ def _num(value: Any) -> float:
 
 def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
+
+
+@lru_cache(maxsize=8192)
+def _titles(objectives: tuple[str, ...]) -> tuple[str, ...]:
+    """`distinct_titles` of one sibling group (remembered: a live view re-reads the same groups every second)."""
+    return tuple(distinct_titles(list(objectives)))
 
 
 class _Columns:
@@ -122,8 +130,13 @@ class _Columns:
         self.objective = list(objectives)
         self.title = [""] * len(self.ids)
         for group in siblings.values():
-            for i, title in zip(group, distinct_titles([objectives[i] for i in group])):
+            for i, title in zip(group, _titles(tuple(objectives[i] for i in group))):
                 self.title[i] = title
+
+
+_META_FIELDS = ("trace_id", "parent_trace_id", "status", "total_cost", "total_tokens", "total_messages", "task",
+                "protocol", "agent_type", "lineage")
+_META = itemgetter(*_META_FIELDS)
 
 
 def _columns_from_records(records: Sequence[TraceRecord]) -> _Columns:
@@ -133,20 +146,26 @@ def _columns_from_records(records: Sequence[TraceRecord]) -> _Columns:
     objectives: list[str] = []
     own: dict[str, str] = {}  # validator -> its verdict (the first validation it wrote)
     latest: dict[str, tuple[int, str]] = {}  # judged trace -> (index, verdict) of its latest validation
+    ids, roles, statuses, costs, tokens, calls = cols.ids, cols.role, cols.status, cols.cost, cols.tokens, cols.calls
     for record in records:
         meta = record.trace
-        trace_id = record.trace_id
-        protocol = meta.get("protocol")
-        cols.ids.append(trace_id)
-        parents.append(meta.get("parent_trace_id"))
-        cols.role.append(trace_role(meta))
-        cols.status.append(str(meta.get("status")))
-        cols.cost.append(round(_num(meta.get("total_cost")), 6))
-        cols.tokens.append(int(_num(meta.get("total_tokens"))))
-        cols.calls.append(int(_num(meta.get("total_messages"))) // 2)
-        objectives.append(trace_objective(meta.get("task"), protocol))
-        if isinstance(protocol, Mapping):
-            for number, validation in enumerate(protocol.get("validations") or ()):
+        try:  # a native record has every field: one C call
+            trace_id, parent, status, cost, total, count, task, protocol, agent_type, lineage = _META(meta)
+        except KeyError:  # an imported or older record: field by field
+            trace_id, parent, status, cost, total, count, task, protocol, agent_type, lineage = (
+                meta.get(k) for k in _META_FIELDS)
+        ids.append(trace_id)
+        parents.append(parent)
+        roles.append("validator" if isinstance(lineage, dict) and lineage.get("created_by_tool") == "validator"
+                     else str(agent_type or "agent"))  # frame_rows.trace_role, inlined
+        statuses.append(str(status))
+        costs.append(round(cost, 6) if isinstance(cost, float) else round(_num(cost), 6))
+        tokens.append(total if isinstance(total, int) else int(_num(total)))
+        calls.append((count if isinstance(count, int) else int(_num(count))) // 2)
+        objectives.append(trace_objective(task, protocol))
+        validations = protocol.get("validations") if isinstance(protocol, dict) else None
+        if validations:
+            for number, validation in enumerate(validations):
                 if not isinstance(validation, Mapping) or not isinstance(validation.get("verdict"), str):
                     continue
                 verdict = validation["verdict"]
@@ -728,6 +747,11 @@ def _write(path: str | os.PathLike[str], text: str) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text, encoding="utf-8")
     return target
+
+
+def write_document(view: TreeView | TreeCompareView, path: str | os.PathLike[str]) -> Path:
+    """Write `view` as one self-contained HTML page at `path` (a file name, its folder made if missing)."""
+    return _write(path, view.to_document())
 
 
 def export_html(source: StoreSource | TraceFrames, root_id: str | Sequence[str], path: str | os.PathLike[str], *,

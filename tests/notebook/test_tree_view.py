@@ -176,7 +176,8 @@ def test_the_cli_report_command_writes_the_file(demo_dir, tmp_path, capsys):
     out = tmp_path / "run.html"
     assert main(["report", root, "-o", str(out), "--store", str(path)]) == 0
     assert f"wrote {out}" in capsys.readouterr().out
-    assert "5 traces" in out.read_text(encoding="utf-8")
+    text = out.read_text(encoding="utf-8")
+    assert "5 traces" in text and '["messages",["#1 system: ' in text  # every page, with its messages
     assert main(["report", "no-such-root", "-o", str(out), "--store", str(path)]) == 1
     assert "no trace 'no-such-root'" in capsys.readouterr().err
 

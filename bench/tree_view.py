@@ -11,7 +11,7 @@ its quota) gets more roots until the count is reached; the forest is `--roots` t
 traces (what one recursive root can reach). Per size, medians of:
 - `read`: `store.read_records(roots, messages=False, events=False)` (the store's share);
 - `view`: the node columns (paths, titles, verdicts, totals) from those records;
-- `pages`: the first `page_limit` (500) pages, breadth first, with their last 20 messages read;
+- `pages`: the first `page_limit` (`PAGE_LIMIT`, 200) pages, breadth first, with their last 20 messages read;
 - `html`: `to_html()` (column-wise JSON, pages, static outline, script): what the kernel sends;
 - `kernel` = read + view + pages + html: from the store to the HTML payload ready (the target);
 - `chromium`: the HTML written as a page (`to_document`), opened from file:// in headless Debian

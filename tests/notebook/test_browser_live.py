@@ -9,13 +9,16 @@ the cell to end with the one line `RunInterruptedError: stopped by interrupt: �
 stopped.
 
 Saved means readable: a notebook showing a run's progress (the launch cell's view and
-`handle.progress()`) and a sweep's view is run, saved, its kernel shut down and the page
-closed; reopened in a new page, every output shows its final snapshot and none reads
-"Error displaying widget" (the views replaced their widget by static HTML when they finished).
+`handle.progress()`), a sweep's view, the report stepper, the explorer, the budget frame and
+chart and the finished handle is run, saved, its kernel shut down and the page closed; reopened
+in a new page, every output shows its final snapshot and none reads "Error displaying widget"
+(the progress views replaced their widget by static HTML when they finished; the stepper and
+the explorer are HTML with a script, which draws them again without a kernel).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -57,6 +60,12 @@ SAVED_CELLS = [
     "view = SweepProgressView()\n"
     "display(view)\n"
     "report = await run_sweep(grid, InMemoryTraceStore(), on_progress=view)",
+    "from cyber_agent.notebook import ReportStepper, TraceExplorer, budget_frame, plot_budget, plot_usage_by_agent\n"
+    "ReportStepper(h.store, h.trace_id)",
+    "TraceExplorer(h.store, h.trace_id)",
+    "budget_frame(h.store, h.trace_id)",
+    "plot_budget(h.store, h.trace_id)",
+    "h",
 ]
 WIDGET_ERROR = "Error displaying widget"
 
@@ -217,5 +226,20 @@ def test_saved_progress_and_sweep_views_reopen_as_their_final_snapshot(lab: Lab,
     assert not [t for t in texts if WIDGET_ERROR in t], outputs
     assert not [w for cell in outputs for w, _ in cell if w], outputs  # static snapshots, no widget
     progress = [t for t in texts if t.lstrip().startswith("statusagents")]
-    assert len(progress) == 2 and all("completed6 agents + 10 validators" in t for t in progress), progress
+    assert len(progress) == 3 and all("completed6 agents + 10 validators" in t for t in progress), progress
     assert any(t.startswith("saved: 2/2 cells") for t in texts), texts
+    # The stepper and the explorer are HTML: reopened in a trusted notebook, their scripts draw them again, no kernel.
+    stepper = again.locator(".ca-stepper")
+    assert stepper.count() == 1
+    label = stepper.locator(".cyber-agent-stepper-label")
+    assert re.fullmatch(r"1 / \d+ · brief", label.inner_text()), label.inner_text()
+    stepper.scroll_into_view_if_needed()
+    stepper.get_by_role("button", name="next ▶").click()
+    assert re.fullmatch(r"2 / \d+ · \w+", label.inner_text()), label.inner_text()
+    explorer = again.locator(".cyber-agent-explorer")
+    assert explorer.count() == 1 and explorer.locator(".ca-tree-box").count() == 1
+    assert "root main" in explorer.locator(".cyber-agent-explorer-body").inner_text()
+    budget = [t for t in texts if "llm_calls" in t and "refused" not in t.lower() or "calls" in t and "%" in t]
+    assert budget, texts
+    assert any("answer" in t and "Top region" in t for t in texts), texts  # the finished handle: final table and answer
+    again.close()

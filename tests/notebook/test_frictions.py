@@ -100,3 +100,93 @@ async def test_a_bad_trace_id_from_a_running_loop_is_short_too(demo_dir: tuple[P
     with pytest.raises(TraceNotFoundError) as caught:
         to_frames(store, ["nope"])
     _only_the_callers_frames(caught.value)
+
+
+@pytest.fixture(scope="module")
+def refused_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A recursive demo run with 20 LLM calls (8 kept for the root validator): the agents are refused at 12."""
+    from cyber_agent.cli import DEMO_ANCHOR
+
+    store = tmp_path_factory.mktemp("refused")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AGENT_MAX_LLM_CALLS", "20")
+        handle = run_sync(launch(DEMO_TASK, mode="recursive", store=store, workspace=REPO, progress=False,
+                                 root_task_anchor=DEMO_ANCHOR))
+        handle.wait(timeout=120)
+    assert handle.trace_id is not None
+    return store, handle.trace_id
+
+
+def test_budget_frame_displays_formatted_and_stays_data(refused_run: tuple[Path, str]) -> None:
+    import pandas as pd
+
+    from cyber_agent.notebook.budget_table import BudgetFrame
+
+    frame = budget_frame(*refused_run)
+    assert isinstance(frame, BudgetFrame) and frame["used"].dtype == "float64"  # data for arithmetic
+    page = frame._repr_html_()
+    assert "e+0" not in page and ".000000" not in page
+    assert ">44<" in page and ">12.0%<" in page  # agents remaining 44 of 50, as an integer; percent used
+    assert "⚠ refused: llm_calls: used 12 of 12" in page and "background-color" in page
+    assert "8 of the LLM calls are kept for the root validator" in page
+    assert page == frame._repr_html_()  # no random ids
+    assert "4.400000e+01" not in repr(frame) and "llm calls" in repr(frame)
+    part = frame.loc[["agents"], ["used"]]
+    assert type(part) is pd.DataFrame  # what you derive is a plain frame
+
+
+def test_the_budget_chart_draws_the_reserved_calls(refused_run: tuple[Path, str]) -> None:
+    from cyber_agent.notebook import plot_budget
+
+    fig = plot_budget(*refused_run)
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.texts]
+    assert "8 reserved for\nthe root validator" in texts
+    assert any(t.startswith("12 of 20 (60%)") and t.endswith("· refused") for t in texts)
+    hatched = [p for p in ax.patches if p.get_hatch() == "xx"]
+    assert len(hatched) == 1 and hatched[0].get_x() == pytest.approx(60.0) and hatched[0].get_width() == pytest.approx(40.0)
+    llm = [p for p in ax.patches if p.get_hatch() is None and p.get_width() == pytest.approx(60.0)]
+    assert llm and llm[0].get_facecolor()[:3] == pytest.approx((0.839, 0.153, 0.157), abs=0.01)  # red, not blue
+
+
+def test_goal_trees_are_sized_for_the_page(tmp_path: Path) -> None:
+    from cyber_agent.notebook import draw_goal_tree, draw_trace_tree
+    from cyber_agent.notebook.sample_tree import write_sample_tree
+
+    sample = write_sample_tree(tmp_path, traces=300)
+    for fig in (draw_goal_tree(tmp_path, sample.root_trace_id), draw_trace_tree(tmp_path, sample.root_trace_id)):
+        width = fig.get_size_inches()[0]
+        assert width <= 10.0  # ~1,000 px at 100 dpi: shown at its size, not scaled down
+        smallest = min(t.get_fontsize() for t in fig.axes[0].texts)
+        assert smallest * 100 / 72 * min(1.0, 1000 / (width * 100)) >= 9  # labels of 9 px or more on the page
+
+
+def test_a_finished_handle_displays_once_with_its_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    import IPython.display
+
+    shown: list[dict[str, str]] = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj, raw=False, **_: shown.append(obj))
+    handle = run_sync(launch(DEMO_TASK, workspace=REPO, progress=False))
+    handle.wait(timeout=120)
+    handle._ipython_display_()
+    assert len(shown) == 1 and "answer: Revenue per region" in shown[0]["text/plain"]
+
+
+def test_a_running_handle_in_its_launch_cell_points_at_the_view_above(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Outside a kernel no widget view exists; the launch cell's view is simulated by the execution count it was made in.
+    import IPython.display
+
+    import importlib
+
+    launch_module = importlib.import_module("cyber_agent.notebook.launch")  # the package exports the function by that name
+
+    shown: list[object] = []
+    monkeypatch.setattr(IPython.display, "display", lambda obj, raw=False, **_: shown.append(obj))
+    monkeypatch.setattr(launch_module, "_execution_count", lambda: 7)
+    handle = run_sync(launch(DEMO_TASK, model="demo:latency=0.2", workspace=REPO, progress=False))
+    handle._view_cell = 7
+    handle._ipython_display_()
+    assert len(shown) == 1 and isinstance(shown[0], dict)
+    assert shown[0]["text/plain"].endswith(": live progress above") and "LLM calls" not in shown[0]["text/html"]
+    handle.interrupt()
+    handle.wait(timeout=120)

@@ -144,3 +144,17 @@ def test_frames_without_messages_say_so():
     explorer = TraceExplorer(frames, frames.roots[0])
     assert explorer.page_of().section("messages") == ("(not loaded)",)
     assert "LLM calls: ?" in explorer.page_of().section("usage")[1]
+
+
+def test_a_recursive_run_with_evidence_checks_displays(tmp_path):
+    # Evidence checks are validations without a validator trace: the tree view beside the page must take them.
+    from cyber_agent.cli import DEMO_ANCHOR, DEMO_TASK
+    from cyber_agent.notebook import launch, run_sync
+
+    handle = run_sync(launch(DEMO_TASK, mode="recursive", store=tmp_path, workspace=REPO, progress=False,
+                             root_task_anchor=DEMO_ANCHOR))
+    handle.wait(timeout=120)
+    explorer = TraceExplorer(tmp_path, handle.trace_id)
+    assert explorer.frames.validations["validator_trace_id"].isna().any()
+    page = explorer._repr_mimebundle_()["text/html"]
+    assert 'class="ca-tree-box"' in page and "root main" in page

@@ -189,10 +189,17 @@ class TraceExplorer(RichDisplay):
         self._refresh(select=trace_id)
 
     def find(self, text: str) -> str | None:
-        """Select the first trace after the selected one (in tree order) whose row, status or id contains `text`."""
+        """Select the trace whose path or id is `text`; else the next one after the selected trace (tree order,
+        wrapping) whose path, title, objective, role, status, verdict or id contains it (call again: the next match)."""
         needle = text.strip().lower()
         if not needle:
             return None
+        exact = next((t for t in self._rows if needle in (self.texts[t].path.lower(), t.lower())), None)
+        if exact is not None and exact != self.selected:  # "1.2" is that trace, not the first row containing "1.2"
+            self.select(exact)
+            self.status = f"found {text!r}: {self.texts[exact].path}"
+            self._changed()
+            return str(exact)
         order = list(self._rows)
         start = order.index(self.selected) + 1 if self.selected in self._rows else 0
         for trace_id in order[start:] + order[:start]:

@@ -158,3 +158,13 @@ def test_a_recursive_run_with_evidence_checks_displays(tmp_path):
     assert explorer.frames.validations["validator_trace_id"].isna().any()
     page = explorer._repr_mimebundle_()["text/html"]
     assert 'class="ca-tree-box"' in page and "root main" in page
+
+
+def test_find_prefers_the_exact_path_then_steps_through_text_matches():
+    (root,) = to_frames(EXPORT, messages=False).roots
+    explorer = TraceExplorer(EXPORT, root)
+    assert explorer.texts[explorer.find("1.2")].path == "1.2"  # not 1.1.v... whose title or path contains "1.2" first
+    first = explorer.find("region")
+    second = explorer.find("region")  # find again: the next match after the one selected
+    assert first is not None and second is not None and first != second
+    assert explorer.visible.index(second) > explorer.visible.index(first) or second == explorer.visible[0]

@@ -64,15 +64,20 @@ def tree_frames(source: StoreSource | TraceFrames, trace_id: str) -> tuple[Trace
     the full drawing and the explorer (`2.3`, not `root`).
     """
     try:
-        root = parse_trace_id(trace_id).root_id
-    except InvalidIdError:  # an id made outside T2 (an import, a test): ask the records
+        root: str | None = parse_trace_id(trace_id).root_id
+    except InvalidIdError:  # an id made outside T2 (an import, a test): ask the records (below, not chained to this)
+        root = None
+    if root is None:
         root = str(to_frames(source, [trace_id], messages=False, events=False).traces["root_trace_id"].iloc[0])
+    whole: TraceFrames | None
     try:
         if isinstance(source, TraceFrames) and source.roots == [root]:
             whole = source  # already that one tree: selecting it again costs an isin per frame
         else:
             whole = to_frames(source, [root], messages=False, events=False)
     except TraceNotFoundError:  # the root is not in this store or export: the subtree is all there is
+        whole = None
+    if whole is None:
         root, whole = trace_id, to_frames(source, [trace_id], messages=False, events=False)
     texts = trace_texts(whole.traces.sort_values("position", kind="stable"), whole.validations)
     return (whole if root == trace_id else whole.tree(trace_id)), texts

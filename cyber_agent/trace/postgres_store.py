@@ -187,6 +187,24 @@ class PostgresTraceStore(RetriedWrites):
             converted = self._sql_cache[sql] = sql.replace("?", "%s")
         return converted
 
+    # ---- columnar reads (`SQLTraceStore.read_columns`): PostgreSQL's JSON operators ------------------------
+    _EVENT_COLUMNS_SQL = """
+SELECT trace_id, event_id, type, data::json ->> 'created_at' AS created_at,
+       CASE WHEN shared = 1 THEN sequence
+            ELSE (data::json -> 'payload' -> 'message' ->> 'sequence')::bigint END AS message_sequence,
+       (CASE WHEN type = 'message_added'
+                  AND (shared = 1 OR json_typeof(data::json -> 'payload' -> 'message') = 'object')
+             THEN ((data::jsonb -> 'payload') - 'message')::json ELSE data::json -> 'payload' END)::text AS payload
+FROM events WHERE trace_id IN ({ids}) ORDER BY trace_id, event_id"""
+
+    def _rows_and_names(self, sql: str, params: Sequence[Any]) -> tuple[list[Any], list[str]]:
+        with self.connection() as conn:
+            cursor = conn.execute(self._sql(sql), params)
+            return cursor.fetchall(), [d.name for d in cursor.description or ()]
+
+    def _is_damage(self, exc: BaseException) -> bool:
+        return super()._is_damage(exc) or isinstance(exc, psycopg.DataError)
+
     def _run(self, conn: psycopg.Connection[tuple[Any, ...]], sql: str, params: Sequence[Any], fetch: bool) -> list[Any]:
         try:
             cursor = conn.execute(self._sql(sql), params)

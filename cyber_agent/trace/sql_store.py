@@ -18,6 +18,7 @@ A `message_added` event does not store its message a second time: its row holds 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from abc import abstractmethod
@@ -28,13 +29,22 @@ from typing import Any
 from pydantic import ValidationError
 
 from cyber_agent.errors import CorruptRecordError
+from cyber_agent.trace.columnar import (
+    EVENT_FIELDS,
+    MESSAGE_FIELDS,
+    ColumnarRead,
+    arrow_schema,
+    in_order,
+    json_values,
+    typed,
+)
 from cyber_agent.trace.events import TraceEvent, encode_event
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.records import JSONRecord, TraceRecord
 from cyber_agent.trace.sqlite_schema import MessageColumns, message_columns
 from cyber_agent.trace.store_base import BaseTraceStore, _Hot
-from cyber_agent.trace.store_listing import DamagedEntry
+from cyber_agent.trace.store_listing import DamagedEntry, damaged_record
 from cyber_agent.trace.trace_id import validate_trace_id
 
 __all__ = ["EVENTS_SQL", "SQLTraceStore", "events_of"]
@@ -334,6 +344,99 @@ class SQLTraceStore(BaseTraceStore):
             resource_usage=self._read_side_record(trace_id, "resource_usage"),
             tool_approvals=self._read_side_record(trace_id, "tool_approvals"),
         )
+
+    # ---- columnar reads (`cyber_agent/trace/columnar.py`): what the analysis frames are built from ---------
+    _MESSAGE_COLUMNS_SQL = ("SELECT " + ", ".join(name for name, _ in MESSAGE_FIELDS) + ", tool_calls FROM messages "
+                            "WHERE trace_id IN ({ids}) ORDER BY trace_id, sequence")
+    # A `message_added` payload without its message (the messages table has it), as the file store's reader gives it.
+    _EVENT_COLUMNS_SQL = """
+SELECT trace_id, event_id, type, data ->> '$.created_at' AS created_at,
+       CASE WHEN shared = 1 THEN sequence ELSE data ->> '$.payload.message.sequence' END AS message_sequence,
+       CASE WHEN type = 'message_added' AND (shared = 1 OR json_type(data, '$.payload.message') = 'object')
+            THEN json_remove(data -> '$.payload', '$.message') ELSE data -> '$.payload' END AS payload
+FROM events WHERE trace_id IN ({ids}) ORDER BY trace_id, event_id"""
+    _REFUSED_CONTENT_SQL = ("SELECT trace_id, sequence, data FROM messages WHERE trace_id IN ({ids}) AND role = 'tool' "
+                            "AND refused IS NOT NULL AND content_is_text = 0")
+    _IDS_PER_QUERY = 500
+
+    @contextmanager
+    def _columnar_session(self) -> Iterator[Callable[[str, Sequence[Any], Any], Any]]:
+        """A function running a `?` query and returning its rows as an Arrow table of `schema` (the query's
+        columns in the schema's order). This default builds the table from the driver's rows; a store with
+        an Arrow-native driver overrides it."""
+        import pyarrow as pa
+
+        def run(sql: str, params: Sequence[Any], schema: pa.Schema) -> pa.Table:
+            rows, _ = self._rows_and_names(sql, params)
+            if not rows:
+                return schema.empty_table()
+            return pa.table([pa.array(column, f.type) for column, f in zip(zip(*rows, strict=True), schema, strict=True)],
+                            schema=schema)
+
+        yield run
+
+    def _rows_and_names(self, sql: str, params: Sequence[Any]) -> tuple[list[Any], list[str]]:
+        """A query's rows and column names, errors as the driver raised them (`_is_damage` sorts them)."""
+        raise NotImplementedError  # pragma: no cover - every SQL store supplies it
+
+    def _is_damage(self, exc: BaseException) -> bool:
+        """Whether `exc`, raised by a columnar read, means a row's data is damaged (not that the database is
+        locked or unreachable)."""
+        return isinstance(exc, ValueError | KeyError | TypeError)
+
+    def read_columns(self, root_ids: Sequence[str] | None = None, *, messages: bool = True,
+                     events: bool = True) -> ColumnarRead:
+        """The trees of `read_records` (read without messages and events), their messages and events as Arrow
+        columns (`cyber_agent/trace/columnar.py`) read with a few queries for all of them; a trace whose rows
+        are damaged (an event's or a tool call's JSON) is left out and named in `ColumnarRead.damaged`."""
+        records, damaged = self._read_selected(root_ids, messages=False, events=False)
+        read = self._columns_of(records, messages, events)
+        bad = {entry.name for entry in read.damaged}
+        return dataclasses.replace(read, records=[r for r in records if r.trace_id not in bad],
+                                   damaged=[*damaged, *read.damaged])
+
+    def _columns_of(self, records: Sequence[TraceRecord], messages: bool, events: bool) -> ColumnarRead:
+        ids = [record.trace_id for record in records]
+        try:
+            return self._read_columns(ids, messages, events)
+        except Exception as exc:
+            if not self._is_damage(exc):
+                raise
+        healthy, damaged = [], []
+        for trace_id in ids:  # find the damaged traces one by one (rare)
+            try:
+                self._read_columns([trace_id], messages, events)
+            except Exception as exc:
+                if not self._is_damage(exc):
+                    raise
+                damaged.append(damaged_record(trace_id, self._where(trace_id, "messages/events"), exc))
+            else:
+                healthy.append(trace_id)
+        return dataclasses.replace(self._read_columns(healthy, messages, events), damaged=damaged)
+
+    def _read_columns(self, ids: Sequence[str], messages: bool, events: bool) -> ColumnarRead:
+        import pyarrow as pa
+
+        chunks = [list(ids[i:i + self._IDS_PER_QUERY]) for i in range(0, len(ids), self._IDS_PER_QUERY)]
+        message_schema, event_schema = arrow_schema(MESSAGE_FIELDS), arrow_schema(EVENT_FIELDS)
+        calls_schema = pa.schema([*message_schema, pa.field("tool_calls", pa.string())])
+        payload_schema = pa.schema([*event_schema, pa.field("payload", pa.string())])
+        contents: dict[tuple[str, int], Any] = {}
+        with self._columnar_session() as run:
+            def read(sql: str, schema: pa.Schema) -> pa.Table:
+                parts = [typed(run(sql.format(ids=", ".join("?" * len(chunk))), chunk, schema), schema) for chunk in chunks]
+                return in_order(pa.concat_tables(parts) if parts else schema.empty_table(), ids)
+
+            table = read(self._MESSAGE_COLUMNS_SQL, calls_schema) if messages else calls_schema.empty_table()
+            event_table = read(self._EVENT_COLUMNS_SQL, payload_schema) if events else payload_schema.empty_table()
+            if messages:
+                for chunk in chunks:
+                    for trace_id, sequence, data in self._rows_and_names(
+                            self._REFUSED_CONTENT_SQL.format(ids=", ".join("?" * len(chunk))), chunk)[0]:
+                        contents[(trace_id, int(sequence))] = json.loads(data).get("content")
+        return ColumnarRead(records=[], messages=table.drop_columns(["tool_calls"]), calls=json_values(table["tool_calls"]),
+                            contents=contents, events=event_table.drop_columns(["payload"]),
+                            payloads=json_values(event_table["payload"], keep_nulls=True))
 
     def trace_ids_under(self, root_ids: Sequence[str]) -> list[str]:
         """Every trace id of the trees under `root_ids` (a recursive SQL walk of `parent_trace_id`)."""

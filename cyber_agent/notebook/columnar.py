@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from cyber_agent.notebook.columns import FRAME_COLUMNS, TS, B, F, I, NB, NI, O, S, columns_read
-from cyber_agent.notebook.frame_rows import _SUB_TRACE_EVENTS, Columns, MessageTables
+from cyber_agent.notebook.columns import FRAME_COLUMNS, TS, B, F, I, NB, NI, S, columns_read
+from cyber_agent.notebook.frame_rows import MessageTables
 from cyber_agent.trace.columnar import ColumnarRead
 from cyber_agent.trace.records import TraceRecord
 
@@ -119,19 +119,16 @@ class ColumnarFrames:
         return MessageTables({}, {}, counts, refusals)
 
     def tool_names(self) -> dict[str, list[str]]:
-        """Trace id -> the tools its assistant messages called, in order."""
+        """Trace id -> the distinct tools its assistant messages called (what the shape columns ask of them)."""
         pc = self._pc
-        out: dict[str, list[str]] = {}
         if not len(self.sequence):
-            return out
-        calling = pc.and_(pc.equal(self.roles, "assistant").fill_null(False), pc.greater(self.table["n_tool_calls"], 0))
-        rows = np.flatnonzero(np.asarray(calling.fill_null(False)))
-        trace_ids = self.table["trace_id"].take(rows).to_pylist()
-        names = self.table["tool_call_names"].take(rows).to_pylist()
-        for trace_id, joined in zip(trace_ids, names, strict=True):
-            if joined:
-                out.setdefault(trace_id, []).extend(joined.split(","))
-        return out
+            return {}
+        calling = pc.and_(pc.equal(self.roles, "assistant"), pc.greater(self.table["n_tool_calls"], 0)).fill_null(False)
+        grouped = (self.table.select(["trace_id", "tool_call_names"]).filter(calling)
+                   .group_by("trace_id").aggregate([("tool_call_names", "distinct")]))
+        return {trace_id: sorted({name for joined in names if joined for name in joined.split(",")})
+                for trace_id, names in zip(grouped["trace_id"].to_pylist(), grouped["tool_call_names_distinct"].to_pylist(),
+                                           strict=True)}
 
     # ---- the tool-calls frame ------------------------------------------------------------------
     def tool_calls(self) -> pd.DataFrame:
@@ -157,12 +154,13 @@ class ColumnarFrames:
         call_ids: list[Any] = []
         names: list[Any] = []
         arguments: list[Any] = []
+        sequences = sequence.tolist()
         for row, trace_id, calls in zip(callers.tolist(), caller_trace, self.read.calls, strict=True):
-            after = int(sequence[row])
+            after = sequences[row]
             for index, (call_id, name, args) in enumerate(calls):
                 match = None
                 for result in by_call.get((trace_id, call_id), ()):
-                    if sequence[result] > after:
+                    if sequences[result] > after:
                         match = result
                         break
                 caller_rows.append(row)
@@ -173,18 +171,19 @@ class ColumnarFrames:
                 arguments.append(args)
         take = pa.array(caller_rows, pa.int64())
         hit = pa.array(joined, pa.int64())
-        result_rows = table.select(["sequence", "is_error", "refused", "truncated", "summarized", "duration_ms",
-                                    "text", "content_is_text"]).take(hit)
+        lengths = pc.utf8_length(table["text"])  # the lengths, not the texts, are taken for the results
+        text_chars = pc.if_else(pc.equal(table["content_is_text"], 1), lengths, pa.scalar(None, lengths.type))
+        result_rows = table.select(["sequence", "is_error", "refused", "truncated", "summarized", "duration_ms"]
+                                   ).append_column("chars", text_chars).take(hit)
         found = np.asarray(hit.is_valid()) if len(hit) else np.zeros(0, bool)
-        lengths = pc.utf8_length(result_rows["text"])
-        chars = pc.if_else(pc.equal(result_rows["content_is_text"], 1), lengths, pa.scalar(None, lengths.type))
+        chars = result_rows["chars"]
         values: dict[str, Any] = {
             "trace_id": _pandas(table["trace_id"].take(take), S, "trace_id"),
             "message_id": _pandas(table["message_id"].take(take), S, "message_id"),
             "sequence": sequence[np.asarray(caller_rows, dtype=np.int64)],
             "call_index": np.asarray(call_index, dtype=np.int64),
-            "call_id": pd.array(call_ids, dtype=S),
-            "tool_name": pd.array(names, dtype=S),
+            "call_id": _pandas(pa.array(call_ids, pa.string()), S, "call_id"),
+            "tool_name": _pandas(pa.array(names, pa.string()), S, "tool_name"),
             "arguments": _objects(arguments),
             "result_sequence": _pandas(result_rows["sequence"], NI, "result_sequence"),
             "is_error": _flag(result_rows["is_error"], found),
@@ -205,24 +204,16 @@ def _flag(values: pa.ChunkedArray, found: np.ndarray) -> pd.arrays.BooleanArray:
 
 
 def events_frame(read: ColumnarRead) -> pd.DataFrame:
-    """One row per event: the lifted payload fields computed from the parsed payloads (as `frame_rows.py:event_rows`)."""
+    """One row per event (as `frame_rows.py:event_rows`); the payload fields lifted into columns come read."""
     table = read.events
-    payloads = [p if isinstance(p, dict) else {} for p in read.payloads]
-    kinds = table["type"].to_pylist()
-    lifted: Columns = {
-        "goal_id": [p.get("goal_id") or (g.get("id") if isinstance(g := p.get("goal"), dict) else None) for p in payloads],
-        "sub_trace_id": [p.get("trace_id") if k in _SUB_TRACE_EVENTS else None for p, k in zip(payloads, kinds, strict=True)],
-        "status": [p.get("status") for p in payloads],
-        "payload": payloads,
-    }
-    reads = columns_read("events")
     out: dict[str, Any] = {}
     for column in FRAME_COLUMNS["events"]:
         if column.read is not None:
-            out[column.name] = _pandas(table[reads[column.name]], column.dtype, column.name)
-        else:
-            out[column.name] = (_objects(lifted[column.name]) if column.dtype == O
-                                else pd.array(lifted[column.name], dtype=column.dtype))
+            out[column.name] = _pandas(table[column.read], column.dtype, column.name)
+        elif column.name == "payload":
+            out[column.name] = _objects([p if isinstance(p, dict) else {} for p in read.payloads])
+        else:  # pragma: no cover - a declared column nobody computes is a bug caught by every frames test
+            raise AssertionError(f"events column {column.name!r} has no reader")
     return pd.DataFrame(out, copy=False)
 
 
@@ -272,7 +263,7 @@ def _pandas(values: pa.ChunkedArray | pa.Array, dtype: str, name: str) -> Any:
         values = pa.chunked_array([values], type=values.type)
     if dtype == S:
         if _STRING.storage == "pyarrow":
-            return pd.arrays.ArrowStringArray(values.cast(pa.large_string()))
+            return pd.arrays.ArrowStringArray(values)  # the Arrow buffers as they are: no copy
         return pd.array(values.to_pylist(), dtype=S)
     if dtype == I:
         return _ints(values, name)

@@ -184,10 +184,10 @@ FRAME_COLUMNS: dict[str, tuple[FrameColumn, ...]] = {
         C('event_id', I, 'dense per trace, from 1', read='event_id'),
         C('type', S, 'goal_added, message_added, sub_trace_started, ...', read='type'),
         C('created_at', TS, read='created_at'),
-        C('goal_id', S, 'goal concerned'),
+        C('goal_id', S, 'goal concerned', read='goal_id'),
         C('message_sequence', NI, '`message_added`: the message (its row in `messages`)', read='message_sequence'),
-        C('sub_trace_id', S, '`sub_trace_started` / `_completed`: the child'),
-        C('status', S, 'a status in the payload'),
+        C('sub_trace_id', S, '`sub_trace_started` / `_completed`: the child', read='sub_trace_id'),
+        C('status', S, 'a status in the payload', read='status'),
         C('payload', O, 'the rest of the payload (dict)'),
     ),
     "usage": (

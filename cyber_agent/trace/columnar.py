@@ -41,6 +41,7 @@ __all__ = [
     "typed",
 ]
 
+_SUB_TRACE_EVENTS = ("sub_trace_started", "sub_trace_completed")
 _SQL_TYPES = {"TEXT": "string", "INTEGER": "int64", "REAL": "float64"}
 MESSAGE_FIELDS: tuple[tuple[str, str], ...] = (
     ("trace_id", "string"), ("sequence", "int64"),
@@ -49,9 +50,11 @@ MESSAGE_FIELDS: tuple[tuple[str, str], ...] = (
 """Columns of `ColumnarRead.messages` and their Arrow types: the typed message values, without the tool-call JSON."""
 EVENT_FIELDS: tuple[tuple[str, str], ...] = (
     ("trace_id", "string"), ("event_id", "int64"), ("type", "string"), ("created_at", "string"),
-    ("message_sequence", "int64"),
+    ("message_sequence", "int64"), ("goal_id", "string"), ("sub_trace_id", "string"), ("status", "string"),
 )
-"""Columns of `ColumnarRead.events`: `message_sequence` is the sequence a `message_added` event announces."""
+"""Columns of `ColumnarRead.events`: `message_sequence` is the sequence a `message_added` event announces;
+`goal_id` (the payload's, or its goal's id), `sub_trace_id` (a `sub_trace_*` event's) and `status` are lifted
+from the payload."""
 
 
 def arrow_available() -> bool:
@@ -179,7 +182,8 @@ class ColumnBuilder:
 
     def _add_events(self, record: TraceRecord) -> None:
         cols = self.event_columns
-        trace_ids, event_ids, types, created_at, sequences = (cols[name].append for name, _ in EVENT_FIELDS)
+        trace_ids, event_ids, types, created_at, sequences, goals, sub_traces, statuses = (
+            cols[name].append for name, _ in EVENT_FIELDS)
         trace_id = record.trace_id
         payloads = self.payloads.append
         for event in record.events:
@@ -189,11 +193,17 @@ class ColumnBuilder:
             if isinstance(message, dict) and isinstance(payload, dict):
                 sequence = message.get("sequence")
                 payload = {k: v for k, v in payload.items() if k != "message"}  # the record's own dict is left as is
+            kind = event.get("type")
+            lifted = payload if isinstance(payload, dict) else {}
+            goal = lifted.get("goal")
             trace_ids(trace_id)
             event_ids(event.get("event_id"))
-            types(event.get("type"))
+            types(kind)
             created_at(event.get("created_at"))
             sequences(sequence)
+            goals(lifted.get("goal_id") or (goal.get("id") if isinstance(goal, dict) else None))
+            sub_traces(lifted.get("trace_id") if kind in _SUB_TRACE_EVENTS else None)
+            statuses(lifted.get("status"))
             payloads(payload)
 
     def build(self, records: list[TraceRecord], damaged: list[DamagedEntry]) -> ColumnarRead:

@@ -346,32 +346,44 @@ class SQLTraceStore(BaseTraceStore):
         )
 
     # ---- columnar reads (`cyber_agent/trace/columnar.py`): what the analysis frames are built from ---------
-    _MESSAGE_COLUMNS_SQL = ("SELECT " + ", ".join(name for name, _ in MESSAGE_FIELDS) + ", tool_calls FROM messages "
-                            "WHERE trace_id IN ({ids}) ORDER BY trace_id, sequence")
-    # A `message_added` payload without its message (the messages table has it), as the file store's reader gives it.
-    _EVENT_COLUMNS_SQL = """
+    # Each query is (SELECT ... FROM table, its order within a trace); `_columnar_session` runs it for many traces.
+    # `refused_content`: the JSON content of a refused tool result that is not text (rare), read only for those rows.
+    _MESSAGE_COLUMNS_SQL = ("SELECT " + ", ".join(name for name, _ in MESSAGE_FIELDS) + ", tool_calls, "
+                            "CASE WHEN role = 'tool' AND refused IS NOT NULL AND content_is_text = 0 "
+                            "THEN data -> '$.content' END AS refused_content FROM messages", "sequence")
+    # A `message_added` payload without its message (the messages table has it), as the file store's reader gives it;
+    # the payload fields the events frame lifts into columns, read here so no Python loop walks the payloads.
+    _EVENT_COLUMNS_SQL = ("""
 SELECT trace_id, event_id, type, data ->> '$.created_at' AS created_at,
        CASE WHEN shared = 1 THEN sequence ELSE data ->> '$.payload.message.sequence' END AS message_sequence,
+       coalesce(nullif(data ->> '$.payload.goal_id', ''), data ->> '$.payload.goal.id') AS goal_id,
+       CASE WHEN type IN ('sub_trace_started', 'sub_trace_completed') THEN data ->> '$.payload.trace_id' END
+           AS sub_trace_id,
+       data ->> '$.payload.status' AS status,
        CASE WHEN type = 'message_added' AND (shared = 1 OR json_type(data, '$.payload.message') = 'object')
             THEN json_remove(data -> '$.payload', '$.message') ELSE data -> '$.payload' END AS payload
-FROM events WHERE trace_id IN ({ids}) ORDER BY trace_id, event_id"""
-    _REFUSED_CONTENT_SQL = ("SELECT trace_id, sequence, data FROM messages WHERE trace_id IN ({ids}) AND role = 'tool' "
-                            "AND refused IS NOT NULL AND content_is_text = 0")
+FROM events""", "event_id")
     _IDS_PER_QUERY = 500
 
     @contextmanager
-    def _columnar_session(self) -> Iterator[Callable[[str, Sequence[Any], Any], Any]]:
-        """A function running a `?` query and returning its rows as an Arrow table of `schema` (the query's
-        columns in the schema's order). This default builds the table from the driver's rows; a store with
-        an Arrow-native driver overrides it."""
+    def _columnar_session(self) -> Iterator[Callable[[tuple[str, str], Sequence[str], Any], Any]]:
+        """A function running a query (`_MESSAGE_COLUMNS_SQL`'s shape) for the traces `ids` and returning their
+        rows as an Arrow table of `schema`, trace after trace in the order of `ids`. This default reads
+        chunks of ids with `IN (...)` and builds the table from the driver's rows; a store with an
+        Arrow-native driver overrides it."""
         import pyarrow as pa
 
-        def run(sql: str, params: Sequence[Any], schema: pa.Schema) -> pa.Table:
-            rows, _ = self._rows_and_names(sql, params)
-            if not rows:
-                return schema.empty_table()
-            return pa.table([pa.array(column, f.type) for column, f in zip(zip(*rows, strict=True), schema, strict=True)],
-                            schema=schema)
+        def run(query: tuple[str, str], ids: Sequence[str], schema: pa.Schema) -> pa.Table:
+            select, order = query
+            parts = []
+            for start in range(0, len(ids), self._IDS_PER_QUERY):
+                chunk = list(ids[start:start + self._IDS_PER_QUERY])
+                sql = f"{select} WHERE trace_id IN ({', '.join('?' * len(chunk))}) ORDER BY trace_id, {order}"
+                rows, _ = self._rows_and_names(sql, chunk)
+                if rows:
+                    parts.append(pa.table([pa.array(column, f.type) for column, f in
+                                           zip(zip(*rows, strict=True), schema, strict=True)], schema=schema))
+            return in_order(pa.concat_tables(parts) if parts else schema.empty_table(), ids)
 
         yield run
 
@@ -417,25 +429,21 @@ FROM events WHERE trace_id IN ({ids}) ORDER BY trace_id, event_id"""
     def _read_columns(self, ids: Sequence[str], messages: bool, events: bool) -> ColumnarRead:
         import pyarrow as pa
 
-        chunks = [list(ids[i:i + self._IDS_PER_QUERY]) for i in range(0, len(ids), self._IDS_PER_QUERY)]
-        message_schema, event_schema = arrow_schema(MESSAGE_FIELDS), arrow_schema(EVENT_FIELDS)
-        calls_schema = pa.schema([*message_schema, pa.field("tool_calls", pa.string())])
-        payload_schema = pa.schema([*event_schema, pa.field("payload", pa.string())])
-        contents: dict[tuple[str, int], Any] = {}
+        message_schema = pa.schema([*arrow_schema(MESSAGE_FIELDS), pa.field("tool_calls", pa.string()),
+                                    pa.field("refused_content", pa.string())])
+        event_schema = pa.schema([*arrow_schema(EVENT_FIELDS), pa.field("payload", pa.string())])
         with self._columnar_session() as run:
-            def read(sql: str, schema: pa.Schema) -> pa.Table:
-                parts = [typed(run(sql.format(ids=", ".join("?" * len(chunk))), chunk, schema), schema) for chunk in chunks]
-                return in_order(pa.concat_tables(parts) if parts else schema.empty_table(), ids)
-
-            table = read(self._MESSAGE_COLUMNS_SQL, calls_schema) if messages else calls_schema.empty_table()
-            event_table = read(self._EVENT_COLUMNS_SQL, payload_schema) if events else payload_schema.empty_table()
-            if messages:
-                for chunk in chunks:
-                    for trace_id, sequence, data in self._rows_and_names(
-                            self._REFUSED_CONTENT_SQL.format(ids=", ".join("?" * len(chunk))), chunk)[0]:
-                        contents[(trace_id, int(sequence))] = json.loads(data).get("content")
-        return ColumnarRead(records=[], messages=table.drop_columns(["tool_calls"]), calls=json_values(table["tool_calls"]),
-                            contents=contents, events=event_table.drop_columns(["payload"]),
+            table = typed(run(self._MESSAGE_COLUMNS_SQL, ids, message_schema), message_schema) if messages and ids \
+                else message_schema.empty_table()
+            event_table = typed(run(self._EVENT_COLUMNS_SQL, ids, event_schema), event_schema) if events and ids \
+                else event_schema.empty_table()
+        refused = table.filter(table["refused_content"].is_valid()) if table["refused_content"].null_count < len(table) \
+            else table.slice(0, 0)
+        contents = {(trace_id, sequence): json.loads(content) for trace_id, sequence, content in zip(
+            *(refused[name].to_pylist() for name in ("trace_id", "sequence", "refused_content")), strict=True)}
+        return ColumnarRead(records=[], messages=table.drop_columns(["tool_calls", "refused_content"]),
+                            calls=json_values(table["tool_calls"]), contents=contents,
+                            events=event_table.drop_columns(["payload"]),
                             payloads=json_values(event_table["payload"], keep_nulls=True))
 
     def trace_ids_under(self, root_ids: Sequence[str]) -> list[str]:

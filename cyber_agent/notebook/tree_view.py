@@ -170,9 +170,9 @@ def _columns_from_records(records: Sequence[TraceRecord]) -> _Columns:
         validations = protocol.get("validations") if isinstance(protocol, dict) else None
         if validations:
             for number, validation in enumerate(validations):
-                if not isinstance(validation, Mapping) or not isinstance(validation.get("verdict"), str):
+                verdict = validation.get("verdict") if isinstance(validation, dict) else None
+                if not isinstance(verdict, str):
                     continue
-                verdict = validation["verdict"]
                 validator = validation.get("validator_trace_id")
                 if isinstance(validator, str):
                     own.setdefault(validator, verdict)

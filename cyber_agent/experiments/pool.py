@@ -7,11 +7,11 @@ to its share of `concurrency` (`shares`: `concurrency // workers`, one more for 
 `concurrency % workers`) through the asyncio engine's own unit of work
 (`cyber_agent/experiments/engine.py:run_attempts`) under the engine's slots (`cell_slots`).
 
-The driver hands cells out one at a time as a worker's slot frees (a slow worker gets fewer),
-counts what comes back for progress, and reads the final ledger from the store: every record
-is written by the worker that ran the cell; only a cell's counts travel back. A worker's
-limiters see only its own cells: a policy that caps a provider explicitly is split between
-the workers (`LimitPolicy.divided`).
+Once every worker is ready, the driver hands cells out one at a time as a worker's slot frees
+(a slow worker gets fewer), counts what comes back for progress, and reads the final ledger
+from the store: every record is written by the worker that ran the cell; only a cell's counts
+travel back. A worker's limiters see only its own cells: a policy that caps a provider
+explicitly is split between the workers (`LimitPolicy.divided`).
 
 - `process`: `multiprocessing` processes (spawned, not forked: the driver may hold threads and
   a running loop, as a notebook does), one duplex pipe each; a reader thread on each side hands
@@ -338,7 +338,6 @@ async def _drive(remotes: list[_Remote], lanes: list[int], todo: list[CellStatus
     queue = deque(todo)
 
     async def lane(remote: _Remote) -> None:
-        await remote.ready()
         while queue:
             status = queue.popleft()
             tracker.start()
@@ -347,6 +346,9 @@ async def _drive(remotes: list[_Remote], lanes: list[int], todo: list[CellStatus
             tracker.finish_counts(outcome.state, outcome.cost, outcome.tokens, outcome.errors, sweep.max_retries,
                                   status.errors)
 
+    # Every worker warm before the first cell: a worker still importing would compete for the cores
+    # with the cells of one already running (and a worker that cannot start fails the run at once).
+    await asyncio.gather(*(remote.ready() for remote in remotes))
     async with asyncio.TaskGroup() as group:
         for remote, count in zip(remotes, lanes):
             for _ in range(count):

@@ -285,6 +285,15 @@ def rows_latency(outcome: Outcome) -> list[Row]:
                  f"worst {c['max_get_s']:.4f} s", None, "< 0.5 s", c["max_get_s"] < 0.5) for c in data["calls"]]
 
 
+def rows_report(outcome: Outcome) -> list[Row]:
+    """The "does delegation pay" report of a 1,000-cell sweep: frame, shape, report, chart (target < 2 s)."""
+    data = outcome.data
+    if not data:
+        return _missing(outcome, "report")
+    m = data["median_s"]
+    return [_row("report", f"sweep report of {data['cells']} cells (frame {m['frame']:.2f} + shape {m['shape']:.2f} + "
+                           f"report {m['report']:.2f} + chart {m['chart']:.2f} s)", f"{m['total']:.3f} s", None,
+                 f"< {data['target_s']} s", data["met"])]
 @dataclass(frozen=True, kw_only=True)
 class ExtraBench:
     """A bench whose only rows in the table are its `issue_targets` (see bench/targets.py)."""
@@ -410,13 +419,13 @@ def main(argv: list[str] | None = None) -> int:
     """Run the selected benches, print the table, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="every bench in its --quick form")
-    parser.add_argument("--only", help="comma-separated subset of: overhead,store,tree,notebook,trees,calls,latency,"
+    parser.add_argument("--only", help="comma-separated subset of: overhead,store,tree,notebook,trees,calls,latency,report,"
                                            + ",".join(b.key for b in EXTRA_BENCHES))
     parser.add_argument("--dir", help="directory for file stores' temporary traces (default: system temp)")
     parser.add_argument("--out", default=str(RESULTS), help=f"where to write the JSON (default {RESULTS.relative_to(REPO)})")
     parser.add_argument("--markdown", help="also write the issue target tables as Markdown here")
     args = parser.parse_args(argv)
-    keys = ["overhead", "store", "tree", "notebook", "trees", "calls", "latency", *(b.key for b in EXTRA_BENCHES)]
+    keys = ["overhead", "store", "tree", "notebook", "trees", "calls", "latency", "report", *(b.key for b in EXTRA_BENCHES)]
     wanted = keys if not args.only else [k for k in keys if k in args.only.split(",")]
     quick = ["--quick"] if args.quick else []
     where = ["--dir", args.dir] if args.dir else []
@@ -470,6 +479,8 @@ def main(argv: list[str] | None = None) -> int:
             bench("calls", "store_calls.py", where, 120, rows_calls)
         if "latency" in wanted:
             bench("latency", "tool_latency.py", [], 180, rows_latency)
+        if "report" in wanted:
+            bench("report", "sweep_report.py", [], 300 if args.quick else 900, rows_report)
         for extra in EXTRA_BENCHES:
             if extra.key in wanted:
                 bench(extra.key, extra.script, [*extra.extra, *(where if extra.key in ("frames", "sweeps") else [])],

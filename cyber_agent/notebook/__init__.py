@@ -13,10 +13,9 @@ first use (`__getattr__`), so `import cyber_agent.notebook` loads no pandas, mat
 networkx, ipywidgets or runner until a helper that needs them is used.
 """
 
-import importlib
-import importlib.util
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from cyber_agent._lazy import lazy_exports as _lazy_exports
 from cyber_agent.notebook.bridge import in_notebook, run_sync
 from cyber_agent.notebook.display import enable_figure_display
 
@@ -96,23 +95,6 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "cyber_agent.notebook.tree_view": ("TreeView", "export_html",),
     "cyber_agent.notebook.trees": ("draw_goal_tree", "draw_trace_tree", "draw_tree", "goal_graph", "tidy_tree_layout", "trace_graph",),
 }
-_ORIGIN = {name: module for module, names in _LAZY.items() for name in names}
-
-
-def __getattr__(name: str) -> Any:
-    """Import a re-exported name (or a submodule) on first use."""
-    module = _ORIGIN.get(name)
-    if module is None:
-        if name.startswith("__") or importlib.util.find_spec(f"{__name__}.{name}") is None:
-            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-        return importlib.import_module(f"{__name__}.{name}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
-
+__getattr__, __dir__ = _lazy_exports(globals(), _LAZY)
 
 enable_figure_display()  # charts render in a fresh kernel; a matplotlib backend's own formatter wins

@@ -8,8 +8,9 @@ provider. `tests/llm/test_exports.py` checks that the lazy table, the type-check
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cyber_agent._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from cyber_agent.llm.anthropic import ANTHROPIC_DEFAULT_BASE_URL, AnthropicModel
@@ -121,18 +122,5 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "types": ("DeltaCallback", "LLMCall", "LLMResponse", "RetryRecord", "ToolCall", "Usage"),
 }
 """Module (under `cyber_agent.llm`) → the names it gives this package."""
-_ORIGIN = {name: module for module, names in _LAZY.items() for name in names}
 
-
-def __getattr__(name: str) -> Any:
-    """Import a re-exported name from its module on first use."""
-    module = _ORIGIN.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_exports(globals(), _LAZY)

@@ -70,6 +70,7 @@ FRAME_COLUMNS: dict[str, tuple[FrameColumn, ...]] = {
         C('depth', I, '0 for a root'),
         C('position', I, 'order of the record (parents first)'),
         C('label', S, 'short name: the role for a root, `{mode} {n}` for a sub-trace'),
+        C('path', S, 'tree path: `root`, `1`, `1.2`, `1.2.v1` (validators numbered apart); unique within a tree'),
         C('role', S, "the agent's role: `validator`, or the agent type (main, delegate, explore, ...)"),
         C('agent_type', S, 'agent type as persisted'),
         C('agent_mode', S, '`legacy` or `recursive`'),

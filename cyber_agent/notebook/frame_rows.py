@@ -69,6 +69,8 @@ class TreeIndex:
         self.root: dict[str, str] = {}
         self.position: dict[str, int] = {}
         self.meta: dict[str, dict[str, Any]] = {}
+        self.path: dict[str, str] = {}  # as `tree_labels.trace_paths` numbers them: agents 1, 2, ..., validators v1, ...
+        numbered: dict[str, list[int]] = {}
         for position, record in enumerate(records):
             meta, trace_id = record.trace, record.trace_id
             lineage = record.lineage
@@ -80,6 +82,14 @@ class TreeIndex:
             self.depth[trace_id] = depth if isinstance(depth, int) else computed_depth
             root = lineage.get("root_trace_id")
             self.root[trace_id] = root if isinstance(root, str) else (self.root.get(parent, trace_id) if parent else trace_id)
+            if parent in self.path:
+                seen = numbered.setdefault(parent, [0, 0])
+                validator = trace_role(meta) == "validator"
+                seen[validator] += 1
+                base = "" if self.path[parent] == "root" else f"{self.path[parent]}."
+                self.path[trace_id] = f"{base}{'v' if validator else ''}{seen[validator]}"
+            else:
+                self.path[trace_id] = "root"
 
 
 def trace_rows(records: Sequence[TraceRecord], index: TreeIndex, names: Sequence[str],
@@ -99,6 +109,7 @@ def trace_rows(records: Sequence[TraceRecord], index: TreeIndex, names: Sequence
             "depth": index.depth[trace_id],
             "position": index.position[trace_id],
             "label": trace_label(meta),
+            "path": index.path[trace_id],
             "role": trace_role(meta),
             "agent_type": meta.get("agent_type"),
             "agent_mode": lineage.get("mode", "legacy"),

@@ -10,6 +10,7 @@ notebook, none elsewhere) and a default store in memory. See docs/importers.md.
 
 from __future__ import annotations
 
+import html
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,10 +28,16 @@ PathArg = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
 
 class _Bar:
-    """An ipywidgets progress bar shown on the first update (nothing outside a notebook)."""
+    """An ipywidgets progress bar shown on the first update (nothing outside a notebook).
+
+    When the import ends (or fails), the output showing the bar is replaced, by display id, by
+    one static line: a saved notebook never keeps a widget that reopens as "model not found".
+    """
 
     def __init__(self) -> None:
         self.widget: Any = None
+        self._shown: Any = None  # the IPython DisplayHandle of the bar's output
+        self._last: ImportProgress | None = None
 
     def __call__(self, update: ImportProgress) -> None:
         if not in_notebook():
@@ -40,9 +47,18 @@ class _Bar:
 
         if self.widget is None:
             self.widget = widgets.IntProgress(min=0, max=update.total, description="import")
-            display(self.widget)
+            self._shown = display(self.widget, display_id=True)
+        self._last = update
         self.widget.value = update.done
         self.widget.description = f"{update.done}/{update.total}"
+
+    def finish(self, outcome: str) -> None:
+        """Replace the bar by a line saying how the import ended."""
+        if self._shown is None or self._last is None:
+            return
+        line = f"import {outcome}: {self._last.done}/{self._last.total} files read"
+        self._shown.update({"text/plain": line, "text/html": f"<code>{html.escape(line)}</code>"}, raw=True)
+        self.widget.close()
 
 
 def _paths(path: PathArg) -> list[Path]:
@@ -55,7 +71,15 @@ async def aload_runs(path: PathArg, store: TraceStore | str | None = None, *, so
                      progress: bool = True) -> ImportSummary:
     """Import files or folders into `store` (a store, a store URL, or None: a new memory store)."""
     target = InMemoryTraceStore() if store is None else open_store(store) if isinstance(store, str) else store
-    return await import_runs(_paths(path), target, source=source, progress=_Bar() if progress else None)
+    bar = _Bar() if progress else None
+    outcome = "failed"
+    try:
+        summary = await import_runs(_paths(path), target, source=source, progress=bar)
+        outcome = "done"
+        return summary
+    finally:
+        if bar is not None:
+            bar.finish(outcome)
 
 
 def load_runs(path: PathArg, store: TraceStore | str | None = None, *, source: str | None = None,

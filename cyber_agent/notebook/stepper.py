@@ -73,12 +73,20 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def _report_rounds(frames: TraceFrames, trace_id: str, final: dict[str, Any] | None) -> list[dict[str, Any]]:
+def _submitted(tool_calls: pd.DataFrame) -> dict[str, list[dict[str, Any]]]:
+    """The arguments of every accepted submit_report call, per trace, in order (one pass over plain columns)."""
+    calls = tool_calls[tool_calls["tool_name"] == "submit_report"].sort_values(["trace_id", "sequence", "call_index"])
+    out: dict[str, list[dict[str, Any]]] = {}
+    for trace_id, arguments, is_error in zip(calls["trace_id"].tolist(), calls["arguments"].tolist(),
+                                             calls["is_error"].tolist()):
+        if is_error is not True and isinstance(arguments, dict):
+            out.setdefault(str(trace_id), []).append(dict(arguments))
+    return out
+
+
+def _report_rounds(submitted: list[dict[str, Any]], final: dict[str, Any] | None) -> list[dict[str, Any]]:
     """Every report the trace submitted, in order; the persisted (final) one closes the list if it differs."""
-    calls = frames.tool_calls
-    calls = calls[(calls["trace_id"] == trace_id) & (calls["tool_name"] == "submit_report")]
-    rounds = [dict(call.arguments) for call in calls.sort_values(["sequence", "call_index"]).itertuples(index=False)
-              if call.is_error is not True and isinstance(call.arguments, dict)]
+    rounds = list(submitted)
     if final is not None and (not rounds or any(rounds[-1].get(k) != final.get(k) for k in ("outcome", "summary"))):
         rounds.append(final)
     return rounds
@@ -112,14 +120,30 @@ def _report_item(who: str, trace_id: str, report: dict[str, Any], number: int, c
                     round=number)
 
 
-def _rounds(groups: list[Any]) -> list[list[Any]]:
+def _rows_by_trace(frame: pd.DataFrame) -> dict[str, list[Any]]:
+    """The rows of `frame` (named tuples) per trace id, read in one pass (a filter per trace is quadratic)."""
+    out: dict[str, list[Any]] = {}
+    for row in frame.itertuples(index=False):
+        out.setdefault(str(row.trace_id), []).append(row)
+    return out
+
+
+def _validation_groups(rows: list[Any]) -> list[list[Any]]:
+    """A trace's validation rows, one list per validation, by validation index."""
+    groups: dict[int, list[Any]] = {}
+    for row in rows:
+        groups.setdefault(int(row.validation_index), []).append(row)
+    return [groups[index] for index in sorted(groups)]
+
+
+def _rounds(groups: list[list[Any]]) -> list[list[list[Any]]]:
     """Validations grouped per report: an evidence check and the validator verdict that followed it (if it passed)."""
-    rounds: list[list[Any]] = []
+    rounds: list[list[list[Any]]] = []
     for group in groups:
-        scope = group["scope"].iloc[0]
+        scope = group[0].scope
         last = rounds[-1] if rounds else None
-        joins = (scope != "evidence" and last is not None and len(last) == 1 and last[0]["scope"].iloc[0] == "evidence"
-                 and last[0]["verdict"].iloc[0] != "fail")
+        joins = (scope != "evidence" and last is not None and len(last) == 1 and last[0][0].scope == "evidence"
+                 and last[0][0].verdict != "fail")
         if joins and last is not None:
             last.append(group)
         else:
@@ -127,10 +151,10 @@ def _rounds(groups: list[Any]) -> list[list[Any]]:
     return rounds
 
 
-def _claim_items(who: str, trace_id: str, claims: Any, index: int, number: int) -> list[StepItem]:
+def _claim_items(who: str, trace_id: str, claims: list[Any], index: int, number: int) -> list[StepItem]:
     """One step per claim of an evidence check: its verdict, the reason, and the excerpt it cites."""
     out = []
-    for row in claims[claims["validation_index"] == index].itertuples(index=False):
+    for row in (c for c in claims if int(c.validation_index) == index):
         verdict = row.check_verdict if isinstance(row.check_verdict, str) else None
         what = f"claim {int(row.claim_index) + 1}: {row.claim}" if pd.notna(row.claim_index) else f"whole report: {row.claim}"
         lines = [f"{row.code}: {_text(row.reason)}"]
@@ -165,6 +189,8 @@ def protocol_items(frames: TraceFrames) -> list[StepItem]:
             if isinstance(review, dict) and isinstance(review.get("child_trace_id"), str):
                 reviews.setdefault(review["child_trace_id"], []).append(review)
     reports = {row.trace_id: row for row in frames.reports.itertuples(index=False)}
+    submitted_calls = _submitted(frames.tool_calls)
+    checks_of, claims_of = _rows_by_trace(frames.validations), _rows_by_trace(frames.claims)
 
     def opening(trace: Any) -> list[StepItem]:
         who, row = trace.label, reports.get(trace.trace_id)
@@ -185,13 +211,12 @@ def protocol_items(frames: TraceFrames) -> list[StepItem]:
 
     def closing(trace: Any, *, is_root: bool) -> list[StepItem]:
         who, row = trace.label, reports.get(trace.trace_id)
-        checks = frames.validations[frames.validations["trace_id"] == trace.trace_id]
-        by_round = _rounds([group for _, group in checks.groupby("validation_index", sort=True)])
-        claims = frames.claims[frames.claims["trace_id"] == trace.trace_id]
+        by_round = _rounds(_validation_groups(checks_of.get(trace.trace_id, [])))
+        claims = claims_of.get(trace.trace_id, [])
         if row is not None:
             final = {"outcome": row.outcome, "summary": row.summary, "outputs": row.outputs, "evidence": row.evidence,
                      "open_issues": row.open_issues} if isinstance(row.outcome, str) else None
-            submitted = _report_rounds(frames, trace.trace_id, final)
+            submitted = _report_rounds(submitted_calls.get(trace.trace_id, []), final)
         else:
             anchored = isinstance(trace.root_setup, dict) and isinstance(trace.root_setup.get("anchor"), dict)
             submitted = _candidate_answers(frames, trace) if is_root and (anchored or by_round) else []
@@ -205,10 +230,10 @@ def protocol_items(frames: TraceFrames) -> list[StepItem]:
                 out.append(_report_item(who, trace.trace_id, submitted[k], number, len(submitted),
                                         root=row is None))
             for group in by_round[k] if k < len(by_round) else []:
-                if group["scope"].iloc[0] == "evidence":
-                    out += _claim_items(who, trace.trace_id, claims, int(group["validation_index"].iloc[0]), number)
+                if group[0].scope == "evidence":
+                    out += _claim_items(who, trace.trace_id, claims, int(group[0].validation_index), number)
                     continue
-                for check in group.itertuples(index=False):
+                for check in group:
                     criterion = check.criterion if isinstance(check.criterion, str) else "(no criteria)"
                     verdict = check.criterion_verdict if isinstance(check.criterion_verdict, str) else check.verdict
                     evidence = _text(check.criterion_evidence)

@@ -23,6 +23,8 @@ from browser_lab import NOTEBOOK_READY, Lab, browser, lab_server, log_tail, note
 from nb_helpers import REPO
 
 SHIPPED = REPO / "notebooks" / "02_recursive_tree.ipynb"
+STEPPER = REPO / "notebooks" / "04_reports_and_validators.ipynb"
+EXPLORER = REPO / "notebooks" / "07_explore_a_run.ipynb"
 UNTRUSTED = "02_fresh_clone.ipynb"  # the same notebook with one metadata key more: its signature is unknown
 WIDGET_ERROR = "Error displaying widget"
 
@@ -68,11 +70,11 @@ DIRTY = "() => window.jupyterapp.shell.currentWidget.context.model.dirty"
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, Path]]:
     work = tmp_path_factory.mktemp("lab")
-    root = notebook_root(work, SHIPPED)
+    root = notebook_root(work, SHIPPED, STEPPER, EXPLORER)
     clone = json.loads(SHIPPED.read_text(encoding="utf-8"))
     clone["metadata"]["cloned"] = True
     (root / "notebooks" / UNTRUSTED).write_text(json.dumps(clone, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    with lab_server(root, work, trusted=[SHIPPED.name]) as server:
+    with lab_server(root, work, trusted=[SHIPPED.name, STEPPER.name, EXPLORER.name]) as server:
         yield server, root / "notebooks"
 
 
@@ -150,3 +152,25 @@ def test_a_shipped_notebook_reopens_with_its_final_progress_unmodified(lab: tupl
     assert len(progress) == 2, progress  # the launch cell's view and handle.progress()'s
     assert all(widget is as_widget and "completed6 agents + 10 validators" in text for widget, text in progress), progress
     assert (folder / name).read_bytes() == before
+
+
+# The stepper and the explorer are HTML with a script: a trusted notebook (saved here) draws them again on opening.
+@pytest.mark.parametrize("notebook, drawn, says", [
+    (STEPPER, ".ca-stepper .cyber-agent-stepper-label", "36 / 36 · validation"),
+    (EXPLORER, ".cyber-agent-explorer .ca-tree .ca-status", "traces shown"),
+], ids=["stepper", "explorer"])
+def test_the_stepper_and_explorer_notebooks_reopen_drawn_and_unmodified(lab: tuple[Lab, Path], page: Any,
+                                                                        notebook: Path, drawn: str, says: str) -> None:
+    server, folder = lab
+    before = (folder / notebook.name).read_bytes()
+    page.goto(server.url(notebook.name), wait_until="domcontentloaded", timeout=30_000)
+    page.wait_for_function(NOTEBOOK_READY, timeout=40_000, polling=250)
+    shown = page.locator(drawn).first
+    shown.wait_for(state="attached", timeout=20_000)
+    assert says in shown.text_content(), shown.text_content()
+    time.sleep(3)
+    assert page.evaluate(DIRTY) is False
+    outputs = [o for cell in page.evaluate(RENDERED) for o in cell]
+    assert not [text for _, text in outputs if WIDGET_ERROR in text]
+    assert not [text for widget, text in outputs if widget], "no output is a widget"
+    assert (folder / notebook.name).read_bytes() == before

@@ -190,3 +190,15 @@ def test_a_running_handle_in_its_launch_cell_points_at_the_view_above(monkeypatc
     assert shown[0]["text/plain"].endswith(": live progress above") and "LLM calls" not in shown[0]["text/html"]
     handle.interrupt()
     handle.wait(timeout=120)
+
+
+def test_the_traces_frame_has_a_unique_path_column(demo_dir: tuple[Path, str], tmp_path: Path) -> None:
+    from cyber_agent.notebook.sample_tree import write_sample_tree
+    from cyber_agent.notebook.tree_labels import trace_paths
+
+    sample = write_sample_tree(tmp_path, traces=200)
+    for store, root in (demo_dir, (tmp_path, sample.root_trace_id)):
+        traces = to_frames(store, [root], messages=False, events=False).traces
+        assert traces["path"].is_unique and traces["path"].iloc[0] == "root"
+        assert dict(zip(traces["trace_id"], traces["path"])) == trace_paths(traces)  # the paths every view prints
+    assert {"1.1.v1", "1.1"} <= set(traces["path"])  # validators numbered apart

@@ -47,3 +47,36 @@ def test_the_explorer_notebook_as_github_shows_the_tree_and_the_page():
     assert "model not found" not in page and WIDGET_VIEW not in page
     assert 'class="ca-static"' in page and "<details" in page  # the tree view's outline
     assert "cyber-agent-explorer-body" in page and "validation 2 (criteria)" in page  # the page last selected
+
+
+class _Shown:
+    """What `IPython.display.display(..., display_id=True)` returns: updates are recorded."""
+
+    def __init__(self, obj: object) -> None:
+        self.first, self.updates = obj, []
+
+    def update(self, obj: object, raw: bool = False) -> None:
+        self.updates.append(obj)
+
+
+def test_the_import_bar_ends_as_one_line(monkeypatch, tmp_path):
+    import importlib
+
+    import IPython.display
+
+    from cyber_agent.notebook import load_runs
+
+    imports = importlib.import_module("cyber_agent.notebook.imports")
+    shown: list[_Shown] = []
+
+    def display(obj, **_):
+        shown.append(_Shown(obj))
+        return shown[-1]
+
+    monkeypatch.setattr(imports, "in_notebook", lambda: True)
+    monkeypatch.setattr(IPython.display, "display", display)
+    runs = load_runs(REPO / "tests" / "data" / "redel" / "06d8809127b9e72d")
+    assert runs.roots
+    (bar,) = shown
+    assert type(bar.first).__name__ == "IntProgress"  # live: a widget while it runs
+    assert bar.updates == [{"text/plain": "import done: 1/1 files read", "text/html": "<code>import done: 1/1 files read</code>"}]

@@ -17,6 +17,7 @@ reads them. A bench that is missing, times out or fails becomes a row marked so,
 | trees     | bench/notebook_trees.py               | fitted tree figures (25/100/1,000 traces, ~1,000 goals), explorer open  |
 | calls     | bench/store_calls.py                  | TraceStore calls and file writes per model call (demo runs, a tree)     |
 | latency   | bench/tool_latency.py                 | a live server's GET latency while the worst tool calls run (< 0.5 s)    |
+| frames    | bench/frames.py                       | to_frames from SQLite / file / memory (100k msgs) vs read_sql, raw read |
 
 The exit status is 1 if a cyber_agent bench failed or timed out, else 0: a target that is not
 met is a finding to read in the table, not a crash.
@@ -309,15 +310,38 @@ def machine() -> dict[str, Any]:
             "load_average": list(os.getloadavg())}
 
 
+def rows_frames(outcome: Outcome) -> list[Row]:
+    """The columnar frames path (bench/frames.py): each store against its floor, with the targets of issue #34."""
+    data = outcome.data
+    if not data:
+        return _missing(outcome, "frames")
+    small = data["small"]
+    n, s, f = small["messages"], small["sqlite"], small["files"]
+    rows = [_row("frames", f"SQLite to_frames, {n:,} msgs (ratio: / pd.read_sql of the same rows)", f"{s['to_frames']:.3f} s",
+                 s["to_frames"] / s["read_sql"], "<= 0.5 s" if n >= 100_000 else "", s["to_frames"] <= 0.5 if n >= 100_000 else None),
+            _row("frames", f"file store to_frames / raw read+parse, {n:,} msgs", f"{f['to_frames']:.3f} s",
+                 f["to_frames"] / f["raw_read"], "<= 1.2x", f["to_frames"] <= 1.2 * f["raw_read"])]
+    if "postgres" in data:
+        p = data["postgres"]
+        rows.append(_row("frames", f"PostgreSQL to_frames / pd.read_sql, {n:,} msgs", f"{p['to_frames']:.3f} s",
+                         p["to_frames"] / p["read_sql"], "<= 1.5x", p["to_frames"] <= 1.5 * p["read_sql"]))
+    if "big" in data:
+        b = data["big"]
+        rows.append(_row("frames", f"SQLite to_frames, {b['messages']:,} msgs / 1,000 traces (peak {b['to_frames_peak_mb']:.0f} MB)",
+                         f"{b['to_frames_s']:.2f} s", b["to_frames_s"] / b["read_sql_s"], "<= 5 s, <= 2 GB",
+                         b["to_frames_s"] <= 5 and b["to_frames_peak_mb"] <= 2048))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the selected benches, print the table, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="every bench in its --quick form")
-    parser.add_argument("--only", help="comma-separated subset of: overhead,store,tree,notebook,trees,calls,latency")
+    parser.add_argument("--only", help="comma-separated subset of: overhead,store,tree,notebook,trees,calls,latency,frames")
     parser.add_argument("--dir", help="directory for file stores' temporary traces (default: system temp)")
     parser.add_argument("--out", default=str(RESULTS), help=f"where to write the JSON (default {RESULTS.relative_to(REPO)})")
     args = parser.parse_args(argv)
-    keys = ["overhead", "store", "tree", "notebook", "trees", "calls", "latency"]
+    keys = ["overhead", "store", "tree", "notebook", "trees", "calls", "latency", "frames"]
     wanted = keys if not args.only else [k for k in keys if k in args.only.split(",")]
     quick = ["--quick"] if args.quick else []
     where = ["--dir", args.dir] if args.dir else []
@@ -371,6 +395,8 @@ def main(argv: list[str] | None = None) -> int:
             bench("calls", "store_calls.py", where, 120, rows_calls)
         if "latency" in wanted:
             bench("latency", "tool_latency.py", [], 180, rows_latency)
+        if "frames" in wanted:  # --postgres and --big (1M messages) are run by hand: bench/frames.py
+            bench("frames", "frames.py", [], 300 if args.quick else 900, rows_frames)
     seconds = time.perf_counter() - started
     print_table(rows)
     env["load_average_at_end"] = list(os.getloadavg())

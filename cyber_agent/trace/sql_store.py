@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
+import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -28,7 +29,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cyber_agent.errors import CorruptRecordError
+from cyber_agent.errors import CorruptRecordError, InvalidUpdateError
 from cyber_agent.trace.columnar import (
     EVENT_FIELDS,
     MESSAGE_FIELDS,
@@ -38,7 +39,8 @@ from cyber_agent.trace.columnar import (
     json_values,
     typed,
 )
-from cyber_agent.trace.events import TraceEvent, encode_event
+from cyber_agent.trace.event_payloads import check_payload
+from cyber_agent.trace.events import EVENT_TYPES, EventType, TraceEvent, encode_event, encode_json
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.records import JSONRecord, TraceRecord
@@ -46,6 +48,7 @@ from cyber_agent.trace.sqlite_schema import MessageColumns, message_columns
 from cyber_agent.trace.store_base import BaseTraceStore, _Hot
 from cyber_agent.trace.store_listing import DamagedEntry, damaged_record
 from cyber_agent.trace.trace_id import validate_trace_id
+from cyber_agent.trace.side_records import StopRequest, stop_request_from
 
 __all__ = ["EVENTS_SQL", "SQLTraceStore", "events_of"]
 
@@ -75,9 +78,13 @@ class SQLTraceStore(BaseTraceStore):
     """TraceStore logic over SQL tables; a subclass supplies connections and transactions."""
 
     _checkpoint_every = 1  # the trace row is updated in every write's transaction: no orphans, ever
+    _defers = False
+    """Whether `defer_exchange` / `defer_event` wait for the trace's next write (else they write at once)."""
 
     def __init__(self) -> None:
         super().__init__()
+        self._deferred: dict[str, list[tuple[str, Any]]] = {}  # trace -> ("exchange", text) | ("event", (type, json))
+        self._exchange_next: dict[str, int] = {}  # trace -> index its next exchange gets
         self._local = threading.local()
         self._columns: MessageColumns = message_columns()
         names = ["data", *self._columns.names()]
@@ -129,6 +136,17 @@ class SQLTraceStore(BaseTraceStore):
     def _write_trace(self, trace: Trace) -> None:
         self._execute("UPDATE traces SET data = ? WHERE trace_id = ?", (trace.model_dump_json(), trace.trace_id))
 
+    def _checkpoint(self, hot: _Hot) -> None:
+        # Trace and goal tree in one statement (the base class writes them one after the other).
+        if hot.goals_dirty:
+            self._execute("UPDATE traces SET data = ?, goals = ? WHERE trace_id = ?",
+                          (hot.trace.model_dump_json(), hot.tree.model_dump_json(), hot.trace.trace_id))
+            hot.goals_dirty = False
+        else:
+            self._write_trace(hot.trace)
+        hot.unflushed = 0
+        hot.flushed_at = time.monotonic()
+
     def _read_goals(self, trace_id: str) -> GoalTree | None:
         rows = self._query("SELECT goals FROM traces WHERE trace_id = ?", (trace_id,))
         result: GoalTree | None = self._parse(rows[0][0], GoalTree, self._where(trace_id, "goals")) if rows else None
@@ -144,8 +162,7 @@ class SQLTraceStore(BaseTraceStore):
         return result
 
     def _write_message(self, trace_id: str, sequence: int, data: str) -> None:
-        names, values = self._columns.values(data)
-        self._execute(self._upsert_message, (trace_id, sequence, data, *values))
+        self._execute(self._upsert_message, (trace_id, sequence, data, *self._columns.row(data)))
         self._local.written = (trace_id, sequence, data)
 
     def _rewrite_message(self, trace_id: str, sequence: int, data: str) -> None:
@@ -228,13 +245,15 @@ class SQLTraceStore(BaseTraceStore):
             rows = self._query("SELECT coalesce(max(call_index), -1) + 1 FROM exchanges WHERE trace_id = ?", (trace_id,))
             index = int(rows[0][0])
             self._execute("INSERT INTO exchanges (trace_id, call_index, data) VALUES (?, ?, ?)", (trace_id, index, line))
+        if trace_id in self._exchange_next:
+            self._exchange_next[trace_id] = index + 1 + sum(1 for kind, _ in self._deferred.get(trace_id, ()) if kind == "exchange")
         return index
 
     def _read_exchange_lines(self, trace_id: str) -> list[str]:
         return [str(data) for (data,) in self._query(
             "SELECT data FROM exchanges WHERE trace_id = ? ORDER BY call_index", (trace_id,))]
 
-    async def get_stop_requests(self, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    async def get_stop_requests(self, trace_ids: Sequence[str]) -> dict[str, StopRequest]:
         """The persisted stop requests among `trace_ids`, read with one query."""
         ids = list(dict.fromkeys(trace_ids))
         if not ids:
@@ -245,10 +264,113 @@ class SQLTraceStore(BaseTraceStore):
                            f"AND trace_id IN ({', '.join('?' * len(ids))})", ids)
         out = {}
         for trace_id, data in rows:
-            record = json.loads(data)
-            if record:
-                out[trace_id] = record
+            request = stop_request_from(json.loads(data), f"{trace_id}/stop_request.json")
+            if request is not None:
+                out[trace_id] = request
         return out
+
+    # ---- records written with the trace's next write ------------------------------------------
+    async def defer_exchange(self, trace_id: str, record: Mapping[str, Any]) -> int:
+        """`append_exchange`, written in the trace's next write's transaction (its own on SQLite costs a commit).
+
+        What the runner's recorder uses: the next write of a run after a model call is the reply's
+        message, so the exchange and the message it produced commit together (a crash keeps both or
+        neither). Reads of this instance (`get_exchanges`, `read_records`, `get_events`) and
+        `flush()` write what is pending first; other processes see it once the next write commits.
+        """
+        if not self._defers:
+            return await self.append_exchange(trace_id, record)
+        validate_trace_id(trace_id)
+        text = encode_json(dict(record), "exchange")
+        with self._lock(trace_id):
+            self._require_exists(trace_id)
+            index = self._exchange_next.get(trace_id)
+            if index is None:
+                (index,), = self._query("SELECT coalesce(max(call_index), -1) + 1 FROM exchanges WHERE trace_id = ?",
+                                        (trace_id,))
+                index = int(index) + sum(1 for kind, _ in self._deferred.get(trace_id, ()) if kind == "exchange")
+            self._exchange_next[trace_id] = index + 1
+            self._deferred.setdefault(trace_id, []).append(("exchange", text))
+        return index
+
+    async def create_trace(self, trace: Trace) -> str:
+        """`BaseTraceStore.create_trace`; a new trace's exchange count is known (0) without a query."""
+        trace_id = await super().create_trace(trace)
+        self._exchange_next[trace_id] = 0
+        return trace_id
+
+    async def defer_event(self, trace_id: str, event_type: EventType, payload: dict[str, Any]) -> None:
+        """`append_event`, written (ids in order) at the start of the trace's next write: for a record that may
+        commit with what follows it, such as the start of a call to an inline tool with its result."""
+        if not self._defers:
+            await self.append_event(trace_id, event_type, payload)
+            return
+        validate_trace_id(trace_id)
+        if event_type not in EVENT_TYPES:
+            raise InvalidUpdateError(f"unknown event type {event_type!r}; known: {sorted(EVENT_TYPES)}")
+        if not isinstance(payload, Mapping):
+            raise InvalidUpdateError(f"event payload must be a mapping, got {type(payload).__name__}")
+        payload_json = encode_json(dict(payload), f"{event_type} payload")
+        check_payload(event_type, payload_json)
+        with self._lock(trace_id):
+            self._require_exists(trace_id)
+            self._deferred.setdefault(trace_id, []).append(("event", (event_type, payload_json)))
+
+    def _write_deferred(self, trace_id: str, hot: _Hot | None) -> list[Any] | None:
+        pending = self._deferred.pop(trace_id, None)
+        if not pending:
+            return None
+        taken, left = [], []
+        for kind, value in pending:
+            if kind == "exchange":
+                # The index is computed in the statement, so another writer's exchange never collides with it.
+                self._execute("INSERT INTO exchanges (trace_id, call_index, data) SELECT ?, coalesce(max(call_index), -1) + 1, ? "
+                              "FROM exchanges WHERE trace_id = ?", (trace_id, value, trace_id))
+                taken.append((kind, value))
+            elif hot is not None:
+                self._emit(hot, *value)
+                taken.append((kind, value))
+            else:
+                left.append((kind, value))  # an event needs the live state: the next full write takes it
+        if left:
+            self._deferred[trace_id] = left
+        return taken
+
+    def _restore_deferred(self, trace_id: str, taken: list[Any] | None) -> None:
+        if taken:
+            self._deferred[trace_id] = taken + self._deferred.get(trace_id, [])
+
+    def _settle(self, trace_id: str | None = None) -> None:
+        """Write the deferred records of `trace_id` (of every trace when None) in one write each."""
+        for pending in ([trace_id] if trace_id is not None else list(self._deferred)):
+            if self._deferred.get(pending):
+                with self._writing(pending):
+                    pass
+
+    async def get_events(self, trace_id: str, since_event_id: int = 0) -> list[TraceEvent]:
+        """Events with id greater than `since_event_id`, in order (this instance's deferred ones written first)."""
+        if self._deferred and validate_trace_id(trace_id) in self._deferred:
+            self._settle(trace_id)
+        return await super().get_events(trace_id, since_event_id)
+
+    async def get_exchanges(self, trace_id: str) -> list[dict[str, Any]]:
+        """The trace's recorded exchanges in order (this instance's deferred ones written first)."""
+        if self._deferred and validate_trace_id(trace_id) in self._deferred:
+            self._settle(trace_id)
+        return await super().get_exchanges(trace_id)
+
+    async def read_records(self, root_ids: Sequence[str] | None = None, *, messages: bool = True, events: bool = True,
+                           exchanges: bool = False) -> list[TraceRecord]:
+        """`BaseTraceStore.read_records`, this instance's deferred records written first."""
+        if self._deferred:
+            self._settle()
+        return await super().read_records(root_ids, messages=messages, events=events, exchanges=exchanges)
+
+    async def flush(self) -> None:
+        """Write every deferred record, then checkpoint (see `BaseTraceStore.flush`)."""
+        if self._deferred:
+            self._settle()
+        await super().flush()
 
     # ---- import: one transaction per trace --------------------------------------------------
     @contextmanager

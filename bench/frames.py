@@ -179,6 +179,13 @@ def bench_big(base: Path, reps: int) -> dict[str, Any]:
             "read_sql_s": pick(floor, "seconds"), "read_sql_peak_mb": pick(floor, "peak_rss_mb")}
 
 
+def _postgres_available() -> bool:
+    sys.path.insert(0, str(ROOT))
+    from tests import pg_server
+
+    return bool(pg_server.available())
+
+
 def bench_postgres(base: Path, messages: int, reps: int) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
     from tests import pg_server
@@ -285,7 +292,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{'met' if f['to_frames'] <= 1.2 * f['raw_read'] else 'MISSED'}]  cpu: {f['to_frames_cpu']:.3f} s vs "
           f"{f['raw_read_cpu']:.3f} s ({f['to_frames_cpu'] / f['raw_read_cpu']:.2f}x)")
     print(f"memory  {messages:>9,} msgs: to_frames {m['to_frames']:.3f} s  cpu {m['to_frames_cpu']:.3f} s")
-    if args.postgres:
+    if args.postgres and not _postgres_available():
+        print("postgres: skipped (no PostgreSQL 15 server binaries here: tests/pg_server.py)")
+    elif args.postgres:
         p = report["postgres"] = bench_postgres(base, messages, args.reps)
         print(f"postgres {messages:>8,} msgs: to_frames {p['to_frames']:.3f} s  read_sql {p['read_sql']:.3f} s  "
               f"ratio {p['to_frames'] / p['read_sql']:.2f}x  [target <= 1.5x: "

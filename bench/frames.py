@@ -5,7 +5,8 @@
     .venv/bin/python bench/frames.py --big               # also 1,000,000 messages over 1,000 traces (SQLite)
     .venv/bin/python bench/frames.py --postgres          # also PostgreSQL (a throw-away server, tests/pg_server.py)
     .venv/bin/python bench/frames.py --keep /tmp/fb      # keep (and reuse) the filled stores: before/after runs read the same data
-    .venv/bin/python bench/frames.py --json out.json
+    .venv/bin/python bench/frames.py --before            # also the code before issue #34, same data, same run
+    .venv/bin/python bench/frames.py --json out.json     # with the issue #34 target rows (`issue_targets`)
 
 The data: a root and ten sub-traces sharing N messages (an assistant turn with one tool call, then a
 ~600-character result; one `message_added` event each), the records of `bench/sqlite_store.py:tree_records`,
@@ -42,15 +43,18 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+# `--before` runs this script again on the code before issue #34 (bench/targets.py:before_tree): cyber_agent from there.
+TREE = Path(os.environ.get("FRAMES_BENCH_TREE") or ROOT)
+sys.path.insert(0, str(TREE))
 
 import pandas as pd  # noqa: E402
-from sqlite_store import tree_records  # noqa: E402  (bench/sqlite_store.py: the same records)
 
-from cyber_agent.notebook import to_frames  # noqa: E402
+from cyber_agent.notebook import to_frames  # noqa: E402  (imported before bench/sqlite_store.py puts ROOT first)
 from cyber_agent.trace import FileSystemTraceStore, InMemoryTraceStore, SQLiteTraceStore  # noqa: E402
 from cyber_agent.trace.sqlite_schema import MESSAGE_COLUMNS  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "bench"))
+from sqlite_store import tree_records  # noqa: E402  (bench/sqlite_store.py: the same records)
 
 _MESSAGE_SQL = f"SELECT trace_id, sequence, {', '.join(n for n, _ in MESSAGE_COLUMNS)} FROM messages"
 _EVENT_SQL = "SELECT trace_id, event_id, type, sequence, shared, data FROM events"
@@ -83,12 +87,16 @@ def _median(values: list[float]) -> float:
 
 
 def _round_robin(reps: int, **calls: Callable[[], object]) -> dict[str, float]:
-    times: dict[str, list[float]] = {name: [] for name in calls}
+    """Median wall seconds of each call (`name`) and median CPU seconds of this process (`name_cpu`: the steadier
+    figure when other processes share the cores), the calls run round robin."""
+    times: dict[str, list[float]] = {key: [] for name in calls for key in (name, f"{name}_cpu")}
     for rep in range(reps):
-        for name, call in (calls.items() if rep % 2 == 0 else reversed(calls.items())):  # neither always first
-            start = time.perf_counter()
+        for name, call in (calls.items() if rep % 2 == 0 else reversed(list(calls.items()))):  # neither always first
+            gc.collect()
+            start, cpu = time.perf_counter(), time.process_time()
             call()
             times[name].append(time.perf_counter() - start)
+            times[f"{name}_cpu"].append(time.process_time() - cpu)
     return {name: _median(values) for name, values in times.items()}
 
 
@@ -127,27 +135,27 @@ def bench_small(base: Path, messages: int, reps: int) -> dict[str, Any]:
 
 _CHILD = r"""
 import json, sys, time
-sys.path.insert(0, sys.argv[3]); sys.path.insert(0, sys.argv[3] + "/bench")
+sys.path.insert(0, sys.argv[3] + "/bench"); sys.path.insert(0, sys.argv[4])
 from cyber_agent.notebook import to_frames
 from cyber_agent.trace import SQLiteTraceStore
 from frames import _read_sql
 store = SQLiteTraceStore(sys.argv[1])
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 if sys.argv[2] == "frames":
     rows = len(to_frames(store).messages)
 else:
     rows = len(_read_sql(store.connection())[0])
-seconds = time.perf_counter() - start
+seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
 # VmHWM, not ru_maxrss: Linux carries ru_maxrss over exec from the forking parent (the bench itself)
 peak = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
-print(json.dumps({"rows": rows, "seconds": seconds, "peak_rss_mb": peak / 1024}))
+print(json.dumps({"rows": rows, "seconds": seconds, "cpu_seconds": cpu, "peak_rss_mb": peak / 1024}))
 """
 
 
 def _child(db: Path, what: str) -> dict[str, Any]:
     """Time and peak RSS of one read in a fresh interpreter (imports excluded from the time, included in the RSS)."""
-    done = subprocess.run([sys.executable, "-c", _CHILD, str(db), what, str(ROOT)], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run([sys.executable, "-c", _CHILD, str(db), what, str(ROOT), str(TREE)], capture_output=True,
+                          text=True, check=True)
     result: dict[str, Any] = json.loads(done.stdout)
     return result
 
@@ -167,7 +175,15 @@ def bench_big(base: Path, reps: int) -> dict[str, Any]:
         floor.append(_child(db, "read_sql"))
     pick = lambda runs, key: _median([r[key] for r in runs])  # noqa: E731
     return {"messages": frames[0]["rows"], "to_frames_s": pick(frames, "seconds"), "to_frames_peak_mb": pick(frames, "peak_rss_mb"),
+            "to_frames_cpu_s": pick(frames, "cpu_seconds"), "read_sql_cpu_s": pick(floor, "cpu_seconds"),
             "read_sql_s": pick(floor, "seconds"), "read_sql_peak_mb": pick(floor, "peak_rss_mb")}
+
+
+def _postgres_available() -> bool:
+    sys.path.insert(0, str(ROOT))
+    from tests import pg_server
+
+    return bool(pg_server.available())
 
 
 def bench_postgres(base: Path, messages: int, reps: int) -> dict[str, Any]:
@@ -188,6 +204,63 @@ def bench_postgres(base: Path, messages: int, reps: int) -> dict[str, Any]:
     return {"messages": messages, **_round_robin(reps, to_frames=lambda: to_frames(store), read_sql=read_sql)}
 
 
+def _before(args: argparse.Namespace, base: Path) -> dict[str, Any] | None:
+    """This bench's report on the code before issue #34 (a child process; the same stores in `base`)."""
+    from targets import before_tree, env_for
+
+    tree = before_tree()
+    out = base / "before.json"
+    flags = [*(["--quick"] if args.quick else []), *(["--big"] if args.big else []),
+             *(["--postgres"] if args.postgres else []), "--reps", str(args.reps)]
+    env = {**env_for(tree), "FRAMES_BENCH_TREE": str(tree)}
+    print("-- the code before issue #34:", flush=True)
+    done = subprocess.run([sys.executable, __file__, *flags, "--keep", str(base), "--json", str(out)], env=env)
+    if done.returncode != 0 or not out.exists():
+        return None
+    result: dict[str, Any] = json.loads(out.read_text())
+    return result
+
+
+def issue_targets(report: dict[str, Any], before: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The rows of issue #34's frame targets (`bench/targets.py:ISSUE_34`) this run measured."""
+    from targets import target
+
+    def old(*keys: str) -> float | None:
+        value: Any = before
+        for key in keys:
+            value = value.get(key) if isinstance(value, dict) else None
+        return value if isinstance(value, int | float) else None
+
+    small, rows = report["small"], []
+    n, s, f = small["messages"], small["sqlite"], small["files"]
+    if n >= 100_000:
+        rows.append(target("34.frames.sqlite_100k", after=s["to_frames"], before=old("small", "sqlite", "to_frames"),
+                           floor=s["read_sql"], floor_name="pd.read_sql", unit="s", limit="<= 0.5 s",
+                           met=s["to_frames"] <= 0.5, note=f"CPU {s['to_frames_cpu']:.2f} s vs read_sql {s['read_sql_cpu']:.2f} s"))
+    rows.append(target("34.frames.sqlite_100k_vs_read_sql", after=s["to_frames"], before=old("small", "sqlite", "to_frames"),
+                       floor=s["read_sql"], floor_name="pd.read_sql", unit="s", ratio=s["to_frames"] / s["read_sql"],
+                       ratio_of="to_frames / read_sql", limit="ratio reported", met=None, note=f"{n:,} messages"))
+    rows.append(target("34.frames.file_vs_parse", after=f["to_frames"], before=old("small", "files", "to_frames"),
+                       floor=f["raw_read"], floor_name="read + json.loads of the files", unit="s",
+                       ratio=f["to_frames"] / f["raw_read"], ratio_of="to_frames / read+parse", limit="<= 1.2x",
+                       met=f["to_frames"] <= 1.2 * f["raw_read"], note=f"{n:,} messages"))
+    if "postgres" in report:
+        p = report["postgres"]
+        rows.append(target("34.frames.postgres_vs_read_sql", after=p["to_frames"], before=old("postgres", "to_frames"),
+                           floor=p["read_sql"], floor_name="pd.read_sql", unit="s", ratio=p["to_frames"] / p["read_sql"],
+                           ratio_of="to_frames / read_sql", limit="<= 1.5x", met=p["to_frames"] <= 1.5 * p["read_sql"]))
+    if "big" in report:
+        b = report["big"]
+        rows.append(target("34.frames.sqlite_1m", after=b["to_frames_s"], before=old("big", "to_frames_s"),
+                           floor=b["read_sql_s"], floor_name="pd.read_sql", unit="s", ratio=b["to_frames_s"] / b["read_sql_s"],
+                           ratio_of="to_frames / read_sql", limit="<= 5 s", met=b["to_frames_s"] <= 5,
+                           note=f"CPU {b['to_frames_cpu_s']:.1f} s vs read_sql {b['read_sql_cpu_s']:.1f} s"))
+        rows.append(target("34.frames.sqlite_1m_memory", after=b["to_frames_peak_mb"], before=old("big", "to_frames_peak_mb"),
+                           floor=b["read_sql_peak_mb"], floor_name="pd.read_sql peak", unit="MB", limit="<= 2 GB",
+                           met=b["to_frames_peak_mb"] <= 2048))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="10k messages instead of 100k")
@@ -195,10 +268,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--postgres", action="store_true", help="also PostgreSQL (needs its server binaries)")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--keep", default=None, help="directory to keep the filled stores in (reused when present)")
+    parser.add_argument("--dir", default=None, help="parent directory of the temporary stores (without --keep)")
+    parser.add_argument("--before", action="store_true",
+                        help="also measure the code before issue #34 (bench/targets.py:BEFORE_REF), same data, same run")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     messages = 10_000 if args.quick else 100_000
-    base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="frames-bench-"))
+    base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="frames-bench-", dir=args.dir))
     base.mkdir(parents=True, exist_ok=True)
     load = os.getloadavg()[0]
     report: dict[str, Any] = {"load_before": load, "cpus": os.cpu_count()}
@@ -206,25 +282,33 @@ def main(argv: list[str] | None = None) -> int:
     s, f, m = small["sqlite"], small["files"], small["memory"]
     print(f"sqlite  {messages:>9,} msgs: to_frames {s['to_frames']:.3f} s  read_sql {s['read_sql']:.3f} s  "
           f"ratio {s['to_frames'] / s['read_sql']:.2f}x  [target <= 0.5 s at 100k: "
-          f"{'met' if s['to_frames'] <= 0.5 else 'MISSED'}]")
+          f"{'met' if s['to_frames'] <= 0.5 else 'MISSED'}]  cpu: {s['to_frames_cpu']:.3f} s vs {s['read_sql_cpu']:.3f} s "
+          f"({s['to_frames_cpu'] / s['read_sql_cpu']:.2f}x)")
     print(f"sqlite  {messages:>9,} msgs, fresh process: to_frames {small['sqlite_peak']['seconds']:.3f} s, "
           f"peak {small['sqlite_peak']['peak_rss_mb']:.0f} MB; read_sql {small['read_sql_peak']['seconds']:.3f} s, "
           f"peak {small['read_sql_peak']['peak_rss_mb']:.0f} MB")
     print(f"files   {messages:>9,} msgs: to_frames {f['to_frames']:.3f} s  raw read+parse {f['raw_read']:.3f} s  "
           f"ratio {f['to_frames'] / f['raw_read']:.2f}x  [target <= 1.2x: "
-          f"{'met' if f['to_frames'] <= 1.2 * f['raw_read'] else 'MISSED'}]")
-    print(f"memory  {messages:>9,} msgs: to_frames {m['to_frames']:.3f} s")
-    if args.postgres:
+          f"{'met' if f['to_frames'] <= 1.2 * f['raw_read'] else 'MISSED'}]  cpu: {f['to_frames_cpu']:.3f} s vs "
+          f"{f['raw_read_cpu']:.3f} s ({f['to_frames_cpu'] / f['raw_read_cpu']:.2f}x)")
+    print(f"memory  {messages:>9,} msgs: to_frames {m['to_frames']:.3f} s  cpu {m['to_frames_cpu']:.3f} s")
+    if args.postgres and not _postgres_available():
+        print("postgres: skipped (no PostgreSQL 15 server binaries here: tests/pg_server.py)")
+    elif args.postgres:
         p = report["postgres"] = bench_postgres(base, messages, args.reps)
         print(f"postgres {messages:>8,} msgs: to_frames {p['to_frames']:.3f} s  read_sql {p['read_sql']:.3f} s  "
               f"ratio {p['to_frames'] / p['read_sql']:.2f}x  [target <= 1.5x: "
-              f"{'met' if p['to_frames'] <= 1.5 * p['read_sql'] else 'MISSED'}]")
+              f"{'met' if p['to_frames'] <= 1.5 * p['read_sql'] else 'MISSED'}]  cpu (this process; the server's "
+              f"not counted): {p['to_frames_cpu']:.3f} s vs {p['read_sql_cpu']:.3f} s")
     if args.big:
         b = report["big"] = bench_big(base, max(1, args.reps // 2))
         met = b["to_frames_s"] <= 5 and b["to_frames_peak_mb"] <= 2048
         print(f"sqlite  {b['messages']:>9,} msgs / 1,000 traces: to_frames {b['to_frames_s']:.2f} s, peak "
               f"{b['to_frames_peak_mb']:.0f} MB; read_sql {b['read_sql_s']:.2f} s, peak {b['read_sql_peak_mb']:.0f} MB; "
-              f"ratio {b['to_frames_s'] / b['read_sql_s']:.2f}x  [target <= 5 s and <= 2 GB: {'met' if met else 'MISSED'}]")
+              f"ratio {b['to_frames_s'] / b['read_sql_s']:.2f}x  [target <= 5 s and <= 2 GB: {'met' if met else 'MISSED'}]  "
+              f"cpu: {b['to_frames_cpu_s']:.2f} s vs {b['read_sql_cpu_s']:.2f} s")
+    before = _before(args, base) if args.before else None
+    report["issue_targets"] = issue_targets(report, before)
     report["load_after"] = os.getloadavg()[0]
     print(f"load average before/after: {load:.1f} / {report['load_after']:.1f} on {os.cpu_count()} cores")
     if args.json:

@@ -313,7 +313,9 @@ EXTRA_BENCHES: tuple[ExtraBench, ...] = (
     ExtraBench(key="sweeps", script="sweeps.py", extra=("--only", "asyncio,process,ray"), timeout=1800, timeout_quick=900,
                takes_dir=True),
     ExtraBench(key="import", script="notebook_import.py", timeout=600, timeout_quick=300),
-    ExtraBench(key="frames", script="frames.py", timeout=900, timeout_quick=400),
+    # --before: the code before #34 on the same stores, in the same run; 1M messages (--big) is run by hand.
+    ExtraBench(key="frames", script="frames.py", extra=("--before", "--postgres"), timeout=1800, timeout_quick=600,
+               takes_dir=True),
 )
 
 

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any, NamedTuple
 
+from cyber_agent.notebook.columns import SHAPE
 from cyber_agent.notebook.records import TraceRecord, parse_time
 from cyber_agent.trace.goal_models import FINAL_GOAL_STATUSES
 from cyber_agent.trace.models import refusal_kind
@@ -30,6 +31,13 @@ __all__ = [
 ]
 
 Columns = dict[str, list[Any]]
+
+
+_SHAPE_NAMES = frozenset(column.name for column in SHAPE)
+
+
+def _without_shape(names: Sequence[str]) -> list[str]:
+    return [name for name in names if name not in _SHAPE_NAMES]
 
 
 def _columns(names: Sequence[str]) -> Columns:
@@ -95,7 +103,9 @@ class TreeIndex:
 def trace_rows(records: Sequence[TraceRecord], index: TreeIndex, names: Sequence[str],
                refusals: Sequence[str | None] | None = None, origin: str | None = None) -> Columns:
     """One row per trace (`refusals`: each record's last refused tool call, when messages were read;
-    `origin`: the store URL or export the records came from, the `provenance` of native traces)."""
+    `origin`: the store URL or export the records came from, the `provenance` of native traces).
+    The shape columns among `names` are left out (`frame_shape.py` computes them for a whole tree)."""
+    names = _without_shape(names)
     cols = _columns(names)
     for number, record in enumerate(records):
         meta, lineage, trace_id = record.trace, record.lineage, record.trace_id
@@ -431,7 +441,9 @@ def event_rows(records: Sequence[TraceRecord], names: Sequence[str]) -> Columns:
 
 def usage_rows(records: Sequence[TraceRecord], index: TreeIndex, names: Sequence[str],
                role_counts: Sequence[tuple[int, int, int, int]] | None) -> Columns:
-    """One row per trace: what the agent consumed (calls and flags from `role_counts` when messages were read)."""
+    """One row per trace: what the agent consumed (calls and flags from `role_counts` when messages were read;
+    the shape columns among `names` are left out, as in `trace_rows`)."""
+    names = _without_shape(names)
     cols = _columns(names)
     for number, record in enumerate(records):
         meta, trace_id = record.trace, record.trace_id

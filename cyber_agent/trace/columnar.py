@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cyber_agent.trace.models import refusal_kind
-from cyber_agent.trace.records import TraceRecord
+from cyber_agent.trace.records import JSONRecord, TraceRecord
 from cyber_agent.trace.sqlite_schema import MESSAGE_COLUMNS
 from cyber_agent.trace.store_listing import DamagedEntry
 
@@ -97,6 +98,19 @@ class ColumnarRead:
         return f"ColumnarRead(messages={self.messages.num_rows}, events={self.events.num_rows})"
 
 
+# Every field of a persisted message `_append_messages` reads, in one C call; older or foreign records missing
+# some take these defaults (the records path's, `cyber_agent/notebook/frame_rows.py`).
+_MESSAGE_FIELDS = operator.itemgetter(
+    "sequence", "message_id", "role", "goal_id", "parent_sequence", "branch", "tool_call_id", "tool_name", "description",
+    "prompt_tokens", "completion_tokens", "cached_tokens", "cost", "duration_ms", "created_at", "content", "metadata")
+_MESSAGE_DEFAULTS: dict[str, Any] = {
+    "message_id": None, "sequence": 0, "role": None, "goal_id": None, "content": None, "tool_call_id": None,
+    "tool_name": None, "parent_sequence": None, "branch": None, "description": None, "prompt_tokens": 0,
+    "completion_tokens": 0, "cached_tokens": 0, "cost": 0.0, "duration_ms": None, "metadata": None,
+    "created_at": None,
+}
+
+
 def _flags(metadata: dict[str, Any]) -> tuple[int, int, int, int, int]:
     payload = metadata.get("payload")
     path = payload.get("path") if isinstance(payload, dict) else None
@@ -129,40 +143,72 @@ class ColumnBuilder:
         return dataclasses.replace(record, messages=[], events=[]) if record.messages or record.events else record
 
     def _add_messages(self, record: TraceRecord) -> None:
+        messages = record.messages
+        start = len(self.message_columns["sequence"])
+        try:
+            self._append_messages(record.trace_id, messages)
+        except KeyError:  # an older or foreign record without some fields: undo, then read it with the defaults
+            for values in self.message_columns.values():
+                del values[start:]
+            self._append_messages(record.trace_id, [{**_MESSAGE_DEFAULTS, **m} for m in messages])
+
+    def _append_messages(self, trace_id: str, messages: list[JSONRecord]) -> None:
         cols = self.message_columns
         (trace_ids, sequences, message_id, role, goal_id, parent_sequence, branch, tool_call_id, tool_name, description,
          prompt_tokens, completion_tokens, cached_tokens, cost, duration_ms, created_at, text, n_tool_calls,
          tool_call_names, is_error, refused, model, usage_estimated, cost_estimated, cost_unpriced, truncated,
          summarized, content_is_text) = (cols[name].append for name, _ in MESSAGE_FIELDS)
-        trace_id = record.trace_id
-        for m in record.messages:
-            get = m.get
-            content = get("content")
-            metadata = get("metadata")
-            metadata = metadata if isinstance(metadata, dict) else {}
-            calls = (content.get("tool_calls") or ()) if isinstance(content, dict) else ()
-            body = content.get("text") if isinstance(content, dict) else content
-            error = metadata.get("is_error")
-            sequence = get("sequence", 0)
+        calls_of, contents = self.calls.append, self.contents
+        for m in messages:
+            # One C call reads every field (a missing one raises KeyError: see `_add_messages`).
+            (sequence, key, kind, goal, parent, fork, call_id, tool, about, prompt, completion, cached, price, duration,
+             created, content, metadata) = _MESSAGE_FIELDS(m)
             trace_ids(trace_id)
             sequences(sequence)
-            message_id(get("message_id"))
-            role(get("role"))
-            goal_id(get("goal_id"))
-            parent_sequence(get("parent_sequence"))
-            branch(get("branch"))
-            tool_call_id(get("tool_call_id"))
-            tool_name(get("tool_name"))
-            description(get("description"))
-            prompt_tokens(get("prompt_tokens", 0))
-            completion_tokens(get("completion_tokens", 0))
-            cached_tokens(get("cached_tokens", 0))
-            cost(get("cost", 0.0))
-            duration_ms(get("duration_ms"))
-            created_at(get("created_at"))
-            text(body if body is None or isinstance(body, str) else json.dumps(body))
-            n_tool_calls(len(calls))
-            tool_call_names(",".join([c.get("name", "") for c in calls if isinstance(c, dict)]) or None)
+            message_id(key)
+            role(kind)
+            goal_id(goal)
+            parent_sequence(parent)
+            branch(fork)
+            tool_call_id(call_id)
+            tool_name(tool)
+            description(about)
+            prompt_tokens(prompt)
+            completion_tokens(completion)
+            cached_tokens(cached)
+            cost(price)
+            duration_ms(duration)
+            created_at(created)
+            if isinstance(content, str):
+                text(content)
+                n_tool_calls(0)
+                tool_call_names(None)
+                content_is_text(1)
+            elif isinstance(content, dict):
+                calls = content.get("tool_calls") or ()
+                body = content.get("text")
+                text(body if body is None or isinstance(body, str) else json.dumps(body))
+                n_tool_calls(len(calls))
+                tool_call_names(",".join([c.get("name", "") for c in calls if isinstance(c, dict)]) or None)
+                content_is_text(0)
+                if calls:
+                    calls_of([[c.get("id"), c.get("name"), c.get("arguments") or {}] for c in calls if isinstance(c, dict)])
+            else:
+                text(None if content is None else json.dumps(content))
+                n_tool_calls(0)
+                tool_call_names(None)
+                content_is_text(0)
+            if not metadata or not isinstance(metadata, dict):
+                is_error(None)
+                refused(None)
+                model(None)
+                usage_estimated(0)
+                cost_estimated(0)
+                cost_unpriced(0)
+                truncated(0)
+                summarized(0)
+                continue
+            error = metadata.get("is_error")
             is_error(None if error is None else int(bool(error)))
             refusal = refusal_kind(metadata) if error else None
             refused(refusal)
@@ -173,12 +219,8 @@ class ColumnBuilder:
             cost_unpriced(unpriced)
             truncated(cut)
             summarized(shortened)
-            content_is_text(int(isinstance(content, str)))
-            if calls:
-                self.calls.append([[c.get("id"), c.get("name"), c.get("arguments") or {}]
-                                   for c in calls if isinstance(c, dict)])
             if refusal is not None and not isinstance(content, str):
-                self.contents[(trace_id, sequence)] = content
+                contents[(trace_id, sequence)] = content
 
     def _add_events(self, record: TraceRecord) -> None:
         cols = self.event_columns
@@ -188,22 +230,27 @@ class ColumnBuilder:
         payloads = self.payloads.append
         for event in record.events:
             payload = event.get("payload")
-            message = payload.get("message") if isinstance(payload, dict) else None
-            sequence = None
-            if isinstance(message, dict) and isinstance(payload, dict):
-                sequence = message.get("sequence")
-                payload = {k: v for k, v in payload.items() if k != "message"}  # the record's own dict is left as is
             kind = event.get("type")
-            lifted = payload if isinstance(payload, dict) else {}
-            goal = lifted.get("goal")
+            sequence = None
+            if isinstance(payload, dict):
+                message = payload.get("message")
+                if isinstance(message, dict):
+                    sequence = message.get("sequence")
+                    payload = dict(payload)  # a copy without the message: the record's own dict is left as it is
+                    del payload["message"]
+                goal = payload.get("goal")
+                goals(payload.get("goal_id") or (goal.get("id") if isinstance(goal, dict) else None))
+                sub_traces(payload.get("trace_id") if kind in _SUB_TRACE_EVENTS else None)
+                statuses(payload.get("status"))
+            else:
+                goals(None)
+                sub_traces(None)
+                statuses(None)
             trace_ids(trace_id)
             event_ids(event.get("event_id"))
             types(kind)
             created_at(event.get("created_at"))
             sequences(sequence)
-            goals(lifted.get("goal_id") or (goal.get("id") if isinstance(goal, dict) else None))
-            sub_traces(lifted.get("trace_id") if kind in _SUB_TRACE_EVENTS else None)
-            statuses(lifted.get("status"))
             payloads(payload)
 
     def build(self, records: list[TraceRecord], damaged: list[DamagedEntry]) -> ColumnarRead:

@@ -18,11 +18,10 @@ The pure helpers and the updatable-field sets live in `store_rules.py`.
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -37,7 +36,6 @@ from cyber_agent.errors import (
     TraceNotFoundError,
 )
 from cyber_agent.trace.bulk import gc_paused
-from cyber_agent.trace.columnar import ColumnarRead, ColumnBuilder
 from cyber_agent.trace.events import (
     EVENT_TYPES,
     EventType,
@@ -47,11 +45,11 @@ from cyber_agent.trace.events import (
     message_added_payload,
 )
 from cyber_agent.trace.event_payloads import check_payload
-from cyber_agent.trace.exchange_log import decode_exchange
 from cyber_agent.trace.goal_models import Goal, GoalStats, GoalTree
 from cyber_agent.trace.models import Message, Trace, utc_now
-from cyber_agent.trace.records import JSONRecord, TraceRecord, select_trees
-from cyber_agent.trace.store_listing import DamagedEntry, TraceListing, damaged_record, warn_damaged
+from cyber_agent.trace.records import JSONRecord, TraceRecord
+from cyber_agent.trace.store_listing import DamagedEntry, TraceListing, warn_damaged
+from cyber_agent.trace.store_reads import BulkReads
 from cyber_agent.trace.store_side import SideRecordStore
 from cyber_agent.trace.store_rules import (
     _FINAL,
@@ -91,7 +89,7 @@ def _warn_damaged(entries: Sequence[DamagedEntry]) -> None:
     warn_damaged(entries, stacklevel=4)
 
 
-class BaseTraceStore(SideRecordStore, ABC):
+class BaseTraceStore(BulkReads, SideRecordStore, ABC):
     """TraceStore logic over abstract record primitives."""
 
     # Checkpoint the trace and goal records after this many adds or seconds (1 / 0: every add).
@@ -428,45 +426,6 @@ class BaseTraceStore(SideRecordStore, ABC):
                     continue
                 out.append(trace)
         return TraceListing(traces=out, errors=damaged)
-
-    async def read_records(
-        self, root_ids: Sequence[str] | None = None, *, messages: bool = True, events: bool = True,
-        exchanges: bool = False,
-    ) -> list[TraceRecord]:
-        """Every trace of the trees under `root_ids` (all traces when None) as JSON records, parents first
-        (with `exchanges`, each with its recorded model exchanges: what a copy needs to fork there)."""
-        records, damaged = self._read_selected(root_ids, messages=messages, events=events)
-        _warn_damaged(damaged)
-        if exchanges:
-            records = [dataclasses.replace(r, exchanges=[decode_exchange(line, r.trace_id, i) for i, line in
-                                                         enumerate(self._read_exchange_lines(r.trace_id))]) for r in records]
-        return records
-
-    def _read_selected(self, root_ids: Sequence[str] | None, *, messages: bool, events: bool, each: Callable[
-            [TraceRecord], TraceRecord] | None = None) -> tuple[list[TraceRecord], list[DamagedEntry]]:
-        """The records of `read_records` (each passed through `each` as it is read) and the damaged entries."""
-        if isinstance(root_ids, str):
-            raise InvalidUpdateError(f"root_ids must be a sequence of trace ids, got the string {root_ids!r}")
-        for root_id in root_ids or ():
-            validate_trace_id(root_id)
-        with gc_paused():
-            metas, damaged = self._record_metas()
-            records = []
-            for meta in select_trees(metas, root_ids):  # a trace whose records cannot be read is skipped and named
-                try:
-                    record = self._read_record(meta, messages=messages, events=events)
-                except (CorruptRecordError, ValueError, KeyError, TypeError) as exc:
-                    damaged.append(damaged_record(str(meta.get("trace_id")), self._record_location(meta), exc))
-                    continue
-                records.append(record if each is None else each(record))
-        return records, damaged
-
-    def read_columns(self, root_ids: Sequence[str] | None = None, *, messages: bool = True,
-                     events: bool = True) -> ColumnarRead:
-        """`read_records`' trees with their messages and events as columns, freed trace by trace (`trace/columnar.py`)."""
-        builder = ColumnBuilder(messages=messages, events=events)
-        records, damaged = self._read_selected(root_ids, messages=messages, events=events, each=builder.add_record)
-        return builder.build(records, damaged)
 
     def _record_location(self, meta: JSONRecord) -> str:
         """Where a trace's records live, for a damaged-entry report."""

@@ -1,0 +1,77 @@
+"""The bulk reads every store shares (`read_records`, `read_columns`), over a store's per-trace record reads.
+
+`BaseTraceStore` inherits them; a store supplies `_record_metas`, `_read_record`, `_record_location`
+and `_read_exchange_lines` (the SQL stores override `read_columns` with SQL,
+`cyber_agent/trace/sql_store.py:SQLTraceStore.read_columns`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+
+from cyber_agent.errors import CorruptRecordError, InvalidUpdateError
+from cyber_agent.trace.bulk import gc_paused
+from cyber_agent.trace.columnar import ColumnarRead, ColumnBuilder
+from cyber_agent.trace.exchange_log import decode_exchange
+from cyber_agent.trace.records import JSONRecord, TraceRecord, select_trees
+from cyber_agent.trace.store_listing import DamagedEntry, damaged_record, warn_damaged
+from cyber_agent.trace.trace_id import validate_trace_id
+
+__all__ = ["BulkReads"]
+
+
+class BulkReads:
+    """`read_records` and `read_columns` of a store (a mixin of `BaseTraceStore`)."""
+
+    def _record_metas(self) -> tuple[list[JSONRecord], list[DamagedEntry]]:
+        raise NotImplementedError  # pragma: no cover - BaseTraceStore supplies it
+
+    def _read_record(self, meta: JSONRecord, *, messages: bool, events: bool) -> TraceRecord:
+        raise NotImplementedError  # pragma: no cover - BaseTraceStore supplies it
+
+    def _record_location(self, meta: JSONRecord) -> str:
+        raise NotImplementedError  # pragma: no cover - BaseTraceStore supplies it
+
+    def _read_exchange_lines(self, trace_id: str) -> list[str]:
+        raise NotImplementedError  # pragma: no cover - BaseTraceStore supplies it
+
+    async def read_records(
+        self, root_ids: Sequence[str] | None = None, *, messages: bool = True, events: bool = True,
+        exchanges: bool = False,
+    ) -> list[TraceRecord]:
+        """Every trace of the trees under `root_ids` (all traces when None) as JSON records, parents first
+        (with `exchanges`, each with its recorded model exchanges: what a copy needs to fork there)."""
+        records, damaged = self._read_selected(root_ids, messages=messages, events=events)
+        warn_damaged(damaged, stacklevel=3)
+        if exchanges:
+            records = [dataclasses.replace(r, exchanges=[decode_exchange(line, r.trace_id, i) for i, line in
+                                                         enumerate(self._read_exchange_lines(r.trace_id))]) for r in records]
+        return records
+
+    def _read_selected(self, root_ids: Sequence[str] | None, *, messages: bool, events: bool, each: Callable[
+            [TraceRecord], TraceRecord] | None = None) -> tuple[list[TraceRecord], list[DamagedEntry]]:
+        """The records of `read_records` (each passed through `each` as it is read) and the damaged entries."""
+        if isinstance(root_ids, str):
+            raise InvalidUpdateError(f"root_ids must be a sequence of trace ids, got the string {root_ids!r}")
+        for root_id in root_ids or ():
+            validate_trace_id(root_id)
+        with gc_paused():
+            metas, damaged = self._record_metas()
+            records = []
+            for meta in select_trees(metas, root_ids):  # a trace whose records cannot be read is skipped and named
+                try:
+                    record = self._read_record(meta, messages=messages, events=events)
+                except (CorruptRecordError, ValueError, KeyError, TypeError) as exc:
+                    damaged.append(damaged_record(str(meta.get("trace_id")), self._record_location(meta), exc))
+                    continue
+                records.append(record if each is None else each(record))
+        return records, damaged
+
+    def read_columns(self, root_ids: Sequence[str] | None = None, *, messages: bool = True,
+                     events: bool = True) -> ColumnarRead:
+        """`read_records`' trees with their messages and events as columns (`cyber_agent/trace/columnar.py`): each
+        trace's parsed messages are appended to the columns and freed as it is read; damaged traces are named."""
+        builder = ColumnBuilder(messages=messages, events=events)
+        records, damaged = self._read_selected(root_ids, messages=messages, events=events, each=builder.add_record)
+        return builder.build(records, damaged)

@@ -21,7 +21,6 @@ output it is shown in. A saved notebook reopens as it was, never "model not foun
 
 from __future__ import annotations
 
-import dataclasses
 import html
 from typing import Any
 
@@ -40,7 +39,6 @@ from cyber_agent.trace.models import Message
 __all__ = ["TraceExplorer"]
 
 _INDENT = "\u00a0\u00a0\u00a0"  # no-break spaces: HTML keeps them, plain spaces collapse
-_EVIDENCE_CHECK = "the evidence check"  # who judged a validation without a validator trace
 
 
 class TraceExplorer(RichDisplay):
@@ -251,11 +249,6 @@ class TraceExplorer(RichDisplay):
 
     def tree_view(self) -> TreeView:
         """The tree as the toolkit's tree view (interactive in the browser, an outline without scripts)."""
-        # An evidence check has no validator trace (NA): the view compares that id with `==`, which NA refuses.
-        validations = self.frames.validations
-        if validations["validator_trace_id"].isna().any():
-            named = validations.assign(validator_trace_id=validations["validator_trace_id"].fillna(_EVIDENCE_CHECK))
-            return TreeView(dataclasses.replace(self.frames, validations=named), self.root_trace_id)
         return TreeView(self.frames, self.root_trace_id)
 
     def to_html(self) -> str:

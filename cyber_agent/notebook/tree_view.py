@@ -236,12 +236,14 @@ def _verdict_lines(trace_id: str, rows: Sequence[Any], paths: Mapping[str, str])
     lines: list[str] = []
     seen: set[tuple[str, int]] = set()
     for v in rows:
-        key = (str(v.validator_trace_id), int(_num(v.validation_index)))
+        # An evidence check runs no validator trace: its validator id is missing (NA or None).
+        validator = v.validator_trace_id if isinstance(v.validator_trace_id, str) else None
+        key = (validator or "", int(_num(v.validation_index)))
         if key not in seen:
             seen.add(key)
             verdict = _str(v.verdict)
-            about = (f"of {paths.get(str(v.trace_id), str(v.trace_id))}" if v.validator_trace_id == trace_id
-                     else f"by {paths.get(str(v.validator_trace_id), str(v.validator_trace_id))}")
+            about = (f"of {paths.get(str(v.trace_id), str(v.trace_id))}" if validator == trace_id
+                     else f"by {paths.get(validator, validator)}" if validator else "by the evidence check")
             lines.append(f"validation {key[1] + 1} ({v.scope}) {about}: {VERDICT_MARKS.get(verdict, '')} {verdict}".rstrip())
         if isinstance(v.criterion, str):
             mark = VERDICT_MARKS.get(str(v.criterion_verdict), "")

@@ -7,6 +7,7 @@ import pytest
 from cyber_agent.errors import TraceNotFoundError
 from cyber_agent.notebook import TraceExplorer, to_frames
 from cyber_agent.notebook.sample_tree import write_sample_tree
+from cyber_agent.notebook.tree_view import TreeView
 from cyber_agent.trace import InMemoryTraceStore
 
 from nb_helpers import REPO
@@ -158,6 +159,11 @@ def test_a_recursive_run_with_evidence_checks_displays(tmp_path):
     assert explorer.frames.validations["validator_trace_id"].isna().any()
     page = explorer._repr_mimebundle_()["text/html"]
     assert 'class="ca-tree-box"' in page and "root main" in page
+    # The tree view itself takes the frames as they are (no fill-in by the explorer).
+    view = TreeView(explorer.frames, handle.trace_id)
+    judged = [line for node in view.nodes for page_ in [view.page(node["id"])]
+              for _, lines in page_.sections for line in lines if "by the evidence check" in line]
+    assert judged, "a validation without a validator trace names the evidence check"
 
 
 def test_find_prefers_the_exact_path_then_steps_through_text_matches():

@@ -11,7 +11,11 @@ sync tool `add(a, b)` per step for N steps, then answers "done". Per-step time i
 of the whole run divided by N (setup of the run and the final answer included; building the
 agent, graph or store is not). Each framework is warmed up once, then the repetitions run round
 robin, so a change in machine load hits every framework alike; the table shows medians.
-Like both peers, cyber_agent runs a sync tool in a worker thread (every sync tool, since [hardening]).
+Both peers run a sync tool in a worker thread; cyber_agent's `add` is registered `inline=True`
+(a tool declared trivial runs on the loop, `cyber_agent/tools/registry.py:ToolSpec.inline`), and
+the row `cyber_agent (thread tool)` runs the same tool in a worker thread, as every sync tool not
+declared inline runs. `--statements` also counts the SQLite store's statements and transactions
+per step (`set_trace_callback` on the run's connection).
 
 The baseline is LangGraph's `create_react_agent` without a checkpointer (pure in-memory state);
 `--memorysaver` adds LangGraph with `MemorySaver`, the closer analogue of a persisting store.
@@ -56,7 +60,7 @@ from cyber_agent.trace.store_base import BaseTraceStore  # noqa: E402
 TASK = "add the numbers"
 ANSWER = "done"
 BASELINE = ("langgraph", "none")
-TARGETS = (("file", 0.5), ("sqlite", 0.5), ("memory", 0.1))
+TARGETS = (("file", 0.5), ("sqlite", 0.25), ("memory", 0.1))
 FLATNESS_LIMIT = 1.5
 PACKAGES = ("cyber-agent", "pydantic", "pydantic-ai-slim", "langgraph", "langgraph-prebuilt", "langchain-core")
 
@@ -133,14 +137,19 @@ class _TimedScriptedModel(ScriptedModel):
         return await super().__call__(messages, model, tools, temperature, on_delta=on_delta)
 
 
-def cyber_agent_case(store: str, *, tmp_root: str, scripted: bool = False, url: str | None = None) -> RunOnce:
+def cyber_agent_case(store: str, *, tmp_root: str, scripted: bool = False, url: str | None = None,
+                     inline: bool = True, statements: list[tuple[int, int, int]] | None = None) -> RunOnce:
     """Time AgentRunner.run_result on a fresh store (a fresh directory under `tmp_root` for the file store;
-    with `url`, one store opened by URL, e.g. a PostgreSQL server, each run a new trace in it)."""
+    with `url`, one store opened by URL, e.g. a PostgreSQL server, each run a new trace in it).
+
+    `inline`: the tool runs on the loop (declared trivial) rather than in a worker thread. With
+    `statements` (SQLite only), each run appends (N, statements, transactions) its connection ran.
+    """
     opened: list[BaseTraceStore] = []
 
     async def run(steps: int) -> Sample:
         registry = ToolRegistry()
-        registry.register(add)
+        registry.register(add, inline=inline)
         model: _ToolThenAnswer | _TimedScriptedModel = _TimedScriptedModel(steps) if scripted else _ToolThenAnswer(steps)
         # Kept until the bench ends: deleting thousands of files between runs makes the next
         # run's file creations slow on some filesystems (online discard), which is not the store's cost.
@@ -156,9 +165,15 @@ def cyber_agent_case(store: str, *, tmp_root: str, scripted: bool = False, url: 
             trace_store = FileSystemTraceStore(tmp) if store == "file" else InMemoryTraceStore()
         runner = AgentRunner(trace_store=trace_store, llm_call=model, tool_registry=registry)
         config = RunConfig(max_iterations=steps + 1, tools=["add"])
+        ran: list[str] = []
+        if statements is not None and isinstance(trace_store, SQLiteTraceStore):
+            trace_store.connection().set_trace_callback(ran.append)
         started = time.perf_counter()
         result = await runner.run_result([{"role": "user", "content": TASK}], config)
         seconds = time.perf_counter() - started
+        if statements is not None and isinstance(trace_store, SQLiteTraceStore):
+            trace_store.connection().set_trace_callback(None)
+            statements.append((steps, len(ran), sum(1 for sql in ran if sql.startswith("BEGIN"))))
         await _check_cyber_agent(result, steps, store, tmp)
         return Sample(seconds=seconds, call_times=model.call_times)
 
@@ -282,6 +297,8 @@ def build_cases(args: argparse.Namespace, tmp_root: str) -> list[Case]:
         Case(framework="cyber_agent", store="file", run=cyber_agent_case("file", tmp_root=tmp_root)),
         Case(framework="cyber_agent", store="memory", run=cyber_agent_case("memory", tmp_root=tmp_root)),
         Case(framework="cyber_agent", store="sqlite", run=cyber_agent_case("sqlite", tmp_root=tmp_root)),
+        Case(framework="cyber_agent (thread tool)", store="memory",
+             run=cyber_agent_case("memory", tmp_root=tmp_root, inline=False)),
     ]
     if args.store_url:
         kind = args.store_url.split(":", 1)[0]
@@ -474,6 +491,17 @@ def environment() -> dict[str, Any]:
             "packages": versions, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 
 
+# ---- SQLite statements ----------------------------------------------------------------------
+async def sqlite_statements(steps: Sequence[int], tmp_root: str) -> list[dict[str, Any]]:
+    """Statements and transactions one SQLite run issues, in all and per step (one untimed run per N)."""
+    counts: list[tuple[int, int, int]] = []
+    run = cyber_agent_case("sqlite", tmp_root=tmp_root, statements=counts)
+    for n in steps:
+        await run(n)
+    return [{"n": n, "statements": total, "transactions": begins, "statements_per_step": total / n,
+             "transactions_per_step": begins / n} for n, total, begins in counts]
+
+
 # ---- profiling ----------------------------------------------------------------------------
 async def profile(store: str, steps: int, runs: int, tmp_root: str, top: int, out: str | None) -> None:
     """Profile `runs` cyber_agent runs of `steps` steps and print the hotspots.
@@ -547,17 +575,21 @@ def main(argv: list[str] | None = None) -> int:
               f"load average {env['load_average_1m']:.2f} on {env['cpus']} CPUs")
         started = time.perf_counter()
         rounds = asyncio.run(measure(cases, steps, repeats, args.timeout, args.budget))
+        statements = asyncio.run(sqlite_statements(steps, tmp_root))
     if rounds < max(repeats.values()):
         print(f"\nthe {args.budget:.0f}s budget ran out after {rounds} round(s): fewer repetitions than asked (a busy machine?)")
     rows, targets = results(cases, steps)
     print_report(cases, rows, targets)
+    print("\nSQLite store, one run per N (untimed): " + "; ".join(
+        f"N={s['n']}: {s['statements_per_step']:.1f} statements and {s['transactions_per_step']:.2f} transactions per step"
+        for s in statements))
     print(f"\n(bench took {time.perf_counter() - started:.0f}s; load average now {os.getloadavg()[0]:.2f})")
     if args.json:
         env["load_average_1m_at_end"] = os.getloadavg()[0]
         payload = {"bench": "overhead", "schema": 1, "environment": env,
                    "config": {"steps": steps, "repeats": repeats, "rounds_run": rounds, "budget_s": args.budget,
                               "dir": args.dir, "baseline": list(BASELINE)},
-                   "results": rows, "targets": targets}
+                   "results": rows, "targets": targets, "sqlite_statements": statements}
         Path(args.json).write_text(json.dumps(payload, indent=1))
     broken = [c for c in cases if c.framework.startswith("cyber_agent") and c.error]
     return 1 if broken else 0

@@ -15,7 +15,7 @@ import time
 import warnings
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from cyber_agent.core.archetypes import ArchetypeRegistry
 from cyber_agent.core.child_run import CHILD_DELIVERED, note_waiting_child, run_child, spawn_limits, spec_run, waiting_children
@@ -48,6 +48,17 @@ __all__ = ["HOOK_SETTLE_TIMEOUT", "AgentRunner", "RunEvent", "RunResult", "defau
 
 HOOK_SETTLE_TIMEOUT = 30.0
 """Seconds a root's `run_result` waits for hooks marked `settle_before_return` (see `AgentRunner._settle_hooks`)."""
+
+
+def _keeps_exchanges(store: object) -> TypeGuard[ExchangeLog]:
+    """`isinstance(store, ExchangeLog)`; a class that defines both methods answers without the protocol check (~50 µs)."""
+    kind = type(store)
+    if kind not in _EXCHANGE_LOGS:
+        _EXCHANGE_LOGS[kind] = all(callable(getattr(kind, name, None)) for name in ("append_exchange", "get_exchanges"))
+    return _EXCHANGE_LOGS[kind] or isinstance(store, ExchangeLog)
+
+
+_EXCHANGE_LOGS: dict[type, bool] = {}
 
 
 def default_registry() -> ToolRegistry:
@@ -352,8 +363,10 @@ class AgentRunner:
         provider = self._providers.get(id(llm))
         if not config.record_exchanges:  # off for a root: off for every run of its tree in this runner
             self._unrecorded.add(state.trace.root_id)
-        elif state.trace.root_id not in self._unrecorded and isinstance(services.store, ExchangeLog):
-            llm = ExchangeRecorder(llm, services.store.append_exchange, state.trace.trace_id)  # kept with the trace
+        elif state.trace.root_id not in self._unrecorded and _keeps_exchanges(services.store):
+            # Kept with the trace; a store that can writes it with the reply's message (one transaction).
+            sink = getattr(services.store, "defer_exchange", None) or services.store.append_exchange
+            llm = ExchangeRecorder(llm, sink, state.trace.trace_id)
         # Every call of this run is marked with its trace: a recording is keyed by position in the tree.
         llm = at_site(llm, state.trace.trace_id)
         state.harness = RunHarness(llm=llm, model=model, config=config, budget=state.budget)

@@ -173,9 +173,15 @@ async def execute_calls(ctx: RunContext, prepared: RunState, calls: ToolPlan, *,
         if rejected is not None:
             content, is_error, duration, meta = rejected, True, 0.0, {"rejected": True}
         else:
-            await services.store.append_event(trace_id, "progress", {
-                "stage": TOOL_CALL_STARTED, "assistant_id": assistant_id, "tool_call_id": call.id, "tool": call.name,
-            })
+            started = {"stage": TOOL_CALL_STARTED, "assistant_id": assistant_id, "tool_call_id": call.id, "tool": call.name}
+            spec = services.registry.get(call.name)
+            defer = getattr(services.store, "defer_event", None) if spec is not None and spec.inline else None
+            if defer is not None:
+                # An inline tool has no side effects and runs without yielding: its start commits with
+                # its result (a kill in between reads as not run, which it was in effect).
+                await defer(trace_id, "progress", started)
+            else:
+                await services.store.append_event(trace_id, "progress", started)
             outcome = await run_tool_call(
                 call.model_copy(update={"arguments": arguments}), registry=services.registry,
                 allowed=prepared.allowed, context=tool_context(ctx, prepared, call.id),

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
         PRICE_TABLE, PRICES_AS_OF, PRICES_ENV, ModelPrice, compute_cost, is_unpriced, load_user_prices, lookup_price,
     )
     from cyber_agent.llm.replay import Exchange, RecordingLLM, ReplayLLM, load_exchanges
-    from cyber_agent.llm.resolve import Provider, ResolvedModel, resolve_llm
+    from cyber_agent.llm.resolve import Provider, ResolvedModel, resolve_llm, suggest_spec
     from cyber_agent.llm.settings import PriceEntry, ProviderSettings
     from cyber_agent.llm.toolcall_json import parse_tool_arguments
     from cyber_agent.llm.types import DeltaCallback, LLMCall, LLMResponse, RetryRecord, ToolCall, Usage
@@ -97,6 +97,7 @@ __all__ = [
     "normalise_reply",
     "parse_tool_arguments",
     "resolve_llm",
+    "suggest_spec",
     "to_anthropic_messages",
     "to_anthropic_tools",
 ]
@@ -115,7 +116,7 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "pricing": ("PRICE_TABLE", "PRICES_AS_OF", "PRICES_ENV", "ModelPrice", "compute_cost", "is_unpriced", "load_user_prices",
                 "lookup_price"),
     "replay": ("Exchange", "RecordingLLM", "ReplayLLM", "load_exchanges"),
-    "resolve": ("Provider", "ResolvedModel", "resolve_llm"),
+    "resolve": ("Provider", "ResolvedModel", "resolve_llm", "suggest_spec"),
     "settings": ("PriceEntry", "ProviderSettings"),
     "toolcall_json": ("parse_tool_arguments",),
     "types": ("DeltaCallback", "LLMCall", "LLMResponse", "RetryRecord", "ToolCall", "Usage"),

@@ -87,9 +87,13 @@ def at_site(llm: LLMCall, trace_id: str) -> LLMCall:
     return _Sited(llm, trace_id)
 
 
-def normalise_ids(value: Any) -> Any:
-    """Return `value` (JSON data) with root UUIDs numbered by first appearance and T2 timestamps blanked."""
-    numbers: dict[str, str] = {}
+def normalise_ids(value: Any, numbers: dict[str, str] | None = None) -> Any:
+    """Return `value` (JSON data) with root UUIDs numbered by first appearance and T2 timestamps blanked.
+
+    `numbers` (UUID -> `<idN>`) carries the numbering on from values normalised before, in place:
+    normalising a list's items one by one with one dict equals normalising the list.
+    """
+    numbers = {} if numbers is None else numbers
 
     def uuid(match: re.Match[str]) -> str:
         return numbers.setdefault(match.group(0), f"<id{len(numbers) + 1}>")

@@ -38,6 +38,7 @@ from cyber_agent.errors import CorruptRecordError, ReplayDivergenceError
 from cyber_agent.llm.boundary import normalise_reply
 from cyber_agent.llm.call_site import current_position, current_site, id_mapping, normalise_ids, rename_ids, tree_position
 from cyber_agent.llm.replay import _first_difference, canonical_request
+from cyber_agent.llm.request_cache import RequestCache
 from cyber_agent.llm.types import DeltaCallback, LLMCall, LLMResponse
 
 __all__ = ["CassetteLLM", "ExchangeRecorder", "RECORD_VERSION", "RecordedExchange", "expand_records", "request_key"]
@@ -67,6 +68,7 @@ class ExchangeRecorder:
         self._last: dict[str, tuple[int, dict[str, Any]]] = {}
         self._tools_at: dict[str, int] = {}
         self._lock = asyncio.Lock()
+        self._requests = RequestCache()  # each message canonicalised and hashed once, not once per call
 
     async def __call__(
         self,
@@ -78,13 +80,13 @@ class ExchangeRecorder:
         on_delta: DeltaCallback | None = None,
     ) -> LLMResponse:
         """Call the wrapped model, then record the exchange (a failed call records nothing)."""
-        request = canonical_request(messages, model, tools)
+        request, key, conversation = self._requests.request(messages, model, tools)
         response = await self.inner(messages, model, tools, temperature, on_delta=on_delta)
         # A custom `LLMCall` may return a mapping, even with unbookable usage: the record holds the
         # reply as the boundary reads it; the runner still gets (and normalises) the raw reply.
         recorded = response if isinstance(response, LLMResponse) else normalise_reply(response, messages, model)
         async with self._lock:
-            record = self._record(request, temperature, recorded)
+            record = self._record(request, key, conversation, temperature, recorded)
             try:
                 index = await self.sink(self.trace_id, record)
             except Exception as exc:  # noqa: BLE001 - a recording never fails the run it records
@@ -93,20 +95,21 @@ class ExchangeRecorder:
                 self._last.clear()  # indexes are unknown now: the next record stands alone
                 self._tools_at.clear()
             else:
-                self._last[_conversation(request)] = (index, request)
+                self._last[conversation] = (index, request)
                 if isinstance(record["tools"], list):
                     self._tools_at.setdefault(_dump(request["tools"]), index)
         return response
 
-    def _record(self, request: dict[str, Any], temperature: float | None, response: LLMResponse) -> dict[str, Any]:
-        record: dict[str, Any] = {"v": RECORD_VERSION, "site": self.site, "key": request_key(request),
+    def _record(self, request: dict[str, Any], key: str, conversation: str, temperature: float | None, response: LLMResponse) -> dict[str, Any]:
+        record: dict[str, Any] = {"v": RECORD_VERSION, "site": self.site, "key": key,
                                   "model": request["model"], "temperature": temperature, "base": None,
                                   "messages": request["messages"], "tools": request["tools"]}
-        last = self._last.get(_conversation(request))
+        last = self._last.get(conversation)
         if last is not None:
             base, previous = last
             old, new = previous["messages"], request["messages"]
-            keep = 0
+            # Usually the request extends the last one and shares its message objects (RequestCache): one C compare.
+            keep = len(old) if len(new) >= len(old) and new[:len(old)] == old else 0
             while keep < min(len(old), len(new)) and old[keep] == new[keep]:
                 keep += 1
             if keep:  # the messages shared with the conversation's last request are named, not stored again
@@ -123,12 +126,6 @@ class ExchangeRecorder:
 
 def _dump(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-
-
-def _conversation(request: Mapping[str, Any]) -> str:
-    """What tells a trace's conversations apart: the first message (a system prompt)."""
-    messages = request["messages"]
-    return _dump(messages[0]) if messages else ""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -182,6 +182,21 @@ def lookup_price(model: str, prices: Mapping[str, ModelPrice] | None = None) -> 
     Without `prices`, the built-in table with the user's `CYBER_AGENT_PRICES` entries over it.
     """
     table = _default_table() if prices is None else prices
+    if table is PRICE_TABLE:  # read-only: its answers never change (a reply is priced three or four times)
+        found = _builtin_lookups.get(model, _UNSEEN)
+        if found is _UNSEEN:
+            found = _lookup(model, table)
+            if len(_builtin_lookups) < 4096:  # bounded: model names come from replies
+                _builtin_lookups[model] = found
+        return found if isinstance(found, ModelPrice) else None
+    return _lookup(model, table)
+
+
+_UNSEEN = object()
+_builtin_lookups: dict[str, object] = {}
+
+
+def _lookup(model: str, table: Mapping[str, ModelPrice]) -> ModelPrice | None:
     name = _normalize(model)
     best: tuple[int, ModelPrice] | None = None
     for key, price in table.items():

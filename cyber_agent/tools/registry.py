@@ -6,7 +6,9 @@ defaults (through a pydantic model) and from its Google-style docstring. A param
 
 `ToolRegistry.execute` is the one runtime gate: a call to a tool outside the caller's allowed
 snapshot is refused before its arguments are parsed or anything is injected. A sync function
-runs in a worker thread under `ToolSpec.time_limit`, so no tool blocks the event loop.
+runs in a worker thread under `ToolSpec.time_limit`, so no tool blocks the event loop, unless
+it declares itself trivial with `inline=True` (`ToolSpec.inline`): then it runs on the loop,
+without the thread hop (~100 µs) and without a time limit.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import dataclasses
 import functools
 import inspect
 import json
+import logging
 import math
 import re
 import time
@@ -32,7 +35,7 @@ from cyber_agent.errors import ConfigurationError, GoalError, ToolArgumentError,
 from cyber_agent.tools.context import ToolContext
 from cyber_agent.trace.goal_tool import GoalContext
 
-__all__ = ["DEFAULT_TIME_LIMIT_SECONDS", "ToolRegistry", "ToolResult", "ToolSpec", "render_tool_output"]
+__all__ = ["DEFAULT_TIME_LIMIT_SECONDS", "INLINE_WARN_SECONDS", "ToolRegistry", "ToolResult", "ToolSpec", "render_tool_output"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -44,6 +47,10 @@ _SCHEMA_MAP_KEYS = ("properties", "$defs")
 
 DEFAULT_TIME_LIMIT_SECONDS = 60.0
 """Default `ToolSpec.time_limit`: seconds a sync tool may run in its worker thread."""
+
+INLINE_WARN_SECONDS = 0.01
+"""An `inline` tool call longer than this is logged: it held the event loop (and every run on it)."""
+_log = logging.getLogger("cyber_agent.tools")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,7 +93,11 @@ class ToolSpec:
     side_effects: bool = False
     """The tool changes the world (files, processes, network); a crash mid-call is `execution_unknown`."""
     run_in_thread: bool = False
-    """Kept for compatibility: every sync function now runs in a worker thread."""
+    """Kept for compatibility: every sync function runs in a worker thread unless it is `inline`."""
+    inline: bool = False
+    """A sync function declared trivial and safe (microseconds, never blocks: arithmetic, formatting)
+    runs on the event loop instead of a worker thread; no time limit applies (a call over
+    `INLINE_WARN_SECONDS` is logged: it stalled every run of the loop)."""
     time_limit: float = DEFAULT_TIME_LIMIT_SECONDS
     """Seconds a sync function may run before the call returns a tool error (the thread runs on)."""
     category: str | None = None
@@ -142,13 +153,13 @@ class ToolRegistry:
         self, func: Callable[..., Any], *, name: str | None = None, description: str | None = None,
         requires_confirmation: bool = False, editable_params: Iterable[str] = (), side_effects: bool = False,
         run_in_thread: bool = False, category: str | None = None,
-        time_limit: float = DEFAULT_TIME_LIMIT_SECONDS,
+        time_limit: float = DEFAULT_TIME_LIMIT_SECONDS, inline: bool = False,
     ) -> ToolSpec:
         """Register a function as a tool and return its spec."""
         spec = build_spec(
             func, name=name, description=description, requires_confirmation=requires_confirmation,
             editable_params=tuple(editable_params), side_effects=side_effects,
-            run_in_thread=run_in_thread, category=category, time_limit=time_limit,
+            run_in_thread=run_in_thread, category=category, time_limit=time_limit, inline=inline,
         )
         self._add(spec)
         return spec
@@ -159,7 +170,7 @@ class ToolRegistry:
     def tool(
         self, /, *, name: str | None = None, description: str | None = None, requires_confirmation: bool = False,
         editable_params: Iterable[str] = (), side_effects: bool = False, run_in_thread: bool = False,
-        category: str | None = None, time_limit: float = DEFAULT_TIME_LIMIT_SECONDS,
+        category: str | None = None, time_limit: float = DEFAULT_TIME_LIMIT_SECONDS, inline: bool = False,
     ) -> Callable[[F], F]: ...
 
     def tool(self, func: Callable[..., Any] | None = None, /, **options: Any) -> Any:
@@ -243,6 +254,12 @@ class ToolRegistry:
         try:
             if spec.is_async:
                 value = await spec.func(**kwargs)
+            elif spec.inline:
+                # Declared trivial: on the loop, in a copy of the context as the thread path runs it.
+                value = contextvars.copy_context().run(spec.func, **kwargs)
+                if (took := time.perf_counter() - started) > INLINE_WARN_SECONDS:
+                    _log.warning("inline tool %s ran %.0f ms on the event loop (limit %.0f ms); register it without "
+                                 "inline=True so it runs in a worker thread", name, took * 1000, INLINE_WARN_SECONDS * 1000)
             else:
                 # Off the loop, so a slow walk or a blocking read stalls only this call. A thread
                 # cannot be killed: on timeout it runs on, so CPU-heavy tools bound themselves too.
@@ -299,6 +316,7 @@ def build_spec(
     func: Callable[..., Any], *, name: str | None = None, description: str | None = None,
     requires_confirmation: bool = False, editable_params: tuple[str, ...] = (), side_effects: bool = False,
     run_in_thread: bool = False, category: str | None = None, time_limit: float = DEFAULT_TIME_LIMIT_SECONDS,
+    inline: bool = False,
 ) -> ToolSpec:
     """Derive a ToolSpec from a function's signature, type hints and docstring.
 
@@ -306,7 +324,7 @@ def build_spec(
     same module-level function in every run's fresh registry costs a lookup, not a model build.
     """
     options = (name, description, requires_confirmation, tuple(editable_params), side_effects, run_in_thread,
-               category, time_limit)
+               category, time_limit, inline)
     if not (inspect.isfunction(func) and func.__closure__ is None):
         return _build_spec(func, *options)  # closures and bound methods: the cache would keep their state alive
     return _cached_spec(func, *options)
@@ -320,7 +338,7 @@ def _cached_spec(func: Callable[..., Any], *options: Any) -> ToolSpec:
 def _build_spec(
     func: Callable[..., Any], name: str | None, description: str | None, requires_confirmation: bool,
     editable_params: tuple[str, ...], side_effects: bool, run_in_thread: bool, category: str | None,
-    time_limit: float,
+    time_limit: float, inline: bool = False,
 ) -> ToolSpec:
     name = name or str(getattr(func, "__name__", ""))
     if not _NAME_RE.match(name):
@@ -332,6 +350,9 @@ def _build_spec(
         raise ConfigurationError(f"tool {name!r}", "run_in_thread applies to sync functions only")
     if not (isinstance(time_limit, (int, float)) and 0 < time_limit <= math.inf):
         raise ConfigurationError(f"tool {name!r}", f"time_limit must be a number of seconds > 0, got {time_limit!r}")
+    if inline:
+        _check_inline(name, is_async=is_async, run_in_thread=run_in_thread, side_effects=side_effects,
+                      time_limit=time_limit)
     doc_description, param_docs = parse_docstring(inspect.getdoc(func) or "")
     description = (description or doc_description).strip()
     if not description:
@@ -370,8 +391,22 @@ def _build_spec(
         name=name, description=description, parameters=parameters, func=func, is_async=is_async,
         requires_confirmation=requires_confirmation, editable_params=editable_params, side_effects=side_effects,
         run_in_thread=run_in_thread, category=category, time_limit=float(time_limit), args_model=model,
-        context_params=tuple(context_params),
+        context_params=tuple(context_params), inline=bool(inline),
     )
+
+
+def _check_inline(name: str, *, is_async: bool, run_in_thread: bool, side_effects: bool, time_limit: float) -> None:
+    """Refuse `inline=True` where it cannot mean "trivial and safe on the loop"."""
+    if is_async:
+        raise ConfigurationError(f"tool {name!r}", "inline applies to sync functions only (an async tool already runs on the loop)")
+    if run_in_thread:
+        raise ConfigurationError(f"tool {name!r}", "inline and run_in_thread contradict each other; pass one")
+    if side_effects:
+        raise ConfigurationError(f"tool {name!r}", "a tool with side_effects=True cannot be inline: it runs in a worker "
+                                                   "thread, so a blocking call never stalls the loop")
+    if time_limit != DEFAULT_TIME_LIMIT_SECONDS:
+        raise ConfigurationError(f"tool {name!r}", f"time_limit={time_limit!r} cannot apply to an inline tool (it runs on "
+                                                   "the loop and cannot be interrupted); drop inline=True to keep the limit")
 
 
 def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:

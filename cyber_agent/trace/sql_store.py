@@ -18,8 +18,10 @@ A `message_added` event does not store its message a second time: its row holds 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
+import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -27,14 +29,24 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cyber_agent.errors import CorruptRecordError
-from cyber_agent.trace.events import TraceEvent, encode_event
+from cyber_agent.errors import CorruptRecordError, InvalidUpdateError
+from cyber_agent.trace.columnar import (
+    EVENT_FIELDS,
+    MESSAGE_FIELDS,
+    ColumnarRead,
+    arrow_schema,
+    in_order,
+    json_values,
+    typed,
+)
+from cyber_agent.trace.event_payloads import check_payload
+from cyber_agent.trace.events import EVENT_TYPES, EventType, TraceEvent, encode_event, encode_json
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.records import JSONRecord, TraceRecord
 from cyber_agent.trace.sqlite_schema import MessageColumns, message_columns
 from cyber_agent.trace.store_base import BaseTraceStore, _Hot
-from cyber_agent.trace.store_listing import DamagedEntry
+from cyber_agent.trace.store_listing import DamagedEntry, damaged_record
 from cyber_agent.trace.trace_id import validate_trace_id
 from cyber_agent.trace.side_records import StopRequest, stop_request_from
 
@@ -66,9 +78,13 @@ class SQLTraceStore(BaseTraceStore):
     """TraceStore logic over SQL tables; a subclass supplies connections and transactions."""
 
     _checkpoint_every = 1  # the trace row is updated in every write's transaction: no orphans, ever
+    _defers = False
+    """Whether `defer_exchange` / `defer_event` wait for the trace's next write (else they write at once)."""
 
     def __init__(self) -> None:
         super().__init__()
+        self._deferred: dict[str, list[tuple[str, Any]]] = {}  # trace -> ("exchange", text) | ("event", (type, json))
+        self._exchange_next: dict[str, int] = {}  # trace -> index its next exchange gets
         self._local = threading.local()
         self._columns: MessageColumns = message_columns()
         names = ["data", *self._columns.names()]
@@ -120,6 +136,17 @@ class SQLTraceStore(BaseTraceStore):
     def _write_trace(self, trace: Trace) -> None:
         self._execute("UPDATE traces SET data = ? WHERE trace_id = ?", (trace.model_dump_json(), trace.trace_id))
 
+    def _checkpoint(self, hot: _Hot) -> None:
+        # Trace and goal tree in one statement (the base class writes them one after the other).
+        if hot.goals_dirty:
+            self._execute("UPDATE traces SET data = ?, goals = ? WHERE trace_id = ?",
+                          (hot.trace.model_dump_json(), hot.tree.model_dump_json(), hot.trace.trace_id))
+            hot.goals_dirty = False
+        else:
+            self._write_trace(hot.trace)
+        hot.unflushed = 0
+        hot.flushed_at = time.monotonic()
+
     def _read_goals(self, trace_id: str) -> GoalTree | None:
         rows = self._query("SELECT goals FROM traces WHERE trace_id = ?", (trace_id,))
         result: GoalTree | None = self._parse(rows[0][0], GoalTree, self._where(trace_id, "goals")) if rows else None
@@ -135,8 +162,7 @@ class SQLTraceStore(BaseTraceStore):
         return result
 
     def _write_message(self, trace_id: str, sequence: int, data: str) -> None:
-        names, values = self._columns.values(data)
-        self._execute(self._upsert_message, (trace_id, sequence, data, *values))
+        self._execute(self._upsert_message, (trace_id, sequence, data, *self._columns.row(data)))
         self._local.written = (trace_id, sequence, data)
 
     def _rewrite_message(self, trace_id: str, sequence: int, data: str) -> None:
@@ -219,6 +245,8 @@ class SQLTraceStore(BaseTraceStore):
             rows = self._query("SELECT coalesce(max(call_index), -1) + 1 FROM exchanges WHERE trace_id = ?", (trace_id,))
             index = int(rows[0][0])
             self._execute("INSERT INTO exchanges (trace_id, call_index, data) VALUES (?, ?, ?)", (trace_id, index, line))
+        if trace_id in self._exchange_next:
+            self._exchange_next[trace_id] = index + 1 + sum(1 for kind, _ in self._deferred.get(trace_id, ()) if kind == "exchange")
         return index
 
     def _read_exchange_lines(self, trace_id: str) -> list[str]:
@@ -240,6 +268,109 @@ class SQLTraceStore(BaseTraceStore):
             if request is not None:
                 out[trace_id] = request
         return out
+
+    # ---- records written with the trace's next write ------------------------------------------
+    async def defer_exchange(self, trace_id: str, record: Mapping[str, Any]) -> int:
+        """`append_exchange`, written in the trace's next write's transaction (its own on SQLite costs a commit).
+
+        What the runner's recorder uses: the next write of a run after a model call is the reply's
+        message, so the exchange and the message it produced commit together (a crash keeps both or
+        neither). Reads of this instance (`get_exchanges`, `read_records`, `get_events`) and
+        `flush()` write what is pending first; other processes see it once the next write commits.
+        """
+        if not self._defers:
+            return await self.append_exchange(trace_id, record)
+        validate_trace_id(trace_id)
+        text = encode_json(dict(record), "exchange")
+        with self._lock(trace_id):
+            self._require_exists(trace_id)
+            index = self._exchange_next.get(trace_id)
+            if index is None:
+                (index,), = self._query("SELECT coalesce(max(call_index), -1) + 1 FROM exchanges WHERE trace_id = ?",
+                                        (trace_id,))
+                index = int(index) + sum(1 for kind, _ in self._deferred.get(trace_id, ()) if kind == "exchange")
+            self._exchange_next[trace_id] = index + 1
+            self._deferred.setdefault(trace_id, []).append(("exchange", text))
+        return index
+
+    async def create_trace(self, trace: Trace) -> str:
+        """`BaseTraceStore.create_trace`; a new trace's exchange count is known (0) without a query."""
+        trace_id = await super().create_trace(trace)
+        self._exchange_next[trace_id] = 0
+        return trace_id
+
+    async def defer_event(self, trace_id: str, event_type: EventType, payload: dict[str, Any]) -> None:
+        """`append_event`, written (ids in order) at the start of the trace's next write: for a record that may
+        commit with what follows it, such as the start of a call to an inline tool with its result."""
+        if not self._defers:
+            await self.append_event(trace_id, event_type, payload)
+            return
+        validate_trace_id(trace_id)
+        if event_type not in EVENT_TYPES:
+            raise InvalidUpdateError(f"unknown event type {event_type!r}; known: {sorted(EVENT_TYPES)}")
+        if not isinstance(payload, Mapping):
+            raise InvalidUpdateError(f"event payload must be a mapping, got {type(payload).__name__}")
+        payload_json = encode_json(dict(payload), f"{event_type} payload")
+        check_payload(event_type, payload_json)
+        with self._lock(trace_id):
+            self._require_exists(trace_id)
+            self._deferred.setdefault(trace_id, []).append(("event", (event_type, payload_json)))
+
+    def _write_deferred(self, trace_id: str, hot: _Hot | None) -> list[Any] | None:
+        pending = self._deferred.pop(trace_id, None)
+        if not pending:
+            return None
+        taken, left = [], []
+        for kind, value in pending:
+            if kind == "exchange":
+                # The index is computed in the statement, so another writer's exchange never collides with it.
+                self._execute("INSERT INTO exchanges (trace_id, call_index, data) SELECT ?, coalesce(max(call_index), -1) + 1, ? "
+                              "FROM exchanges WHERE trace_id = ?", (trace_id, value, trace_id))
+                taken.append((kind, value))
+            elif hot is not None:
+                self._emit(hot, *value)
+                taken.append((kind, value))
+            else:
+                left.append((kind, value))  # an event needs the live state: the next full write takes it
+        if left:
+            self._deferred[trace_id] = left
+        return taken
+
+    def _restore_deferred(self, trace_id: str, taken: list[Any] | None) -> None:
+        if taken:
+            self._deferred[trace_id] = taken + self._deferred.get(trace_id, [])
+
+    def _settle(self, trace_id: str | None = None) -> None:
+        """Write the deferred records of `trace_id` (of every trace when None) in one write each."""
+        for pending in ([trace_id] if trace_id is not None else list(self._deferred)):
+            if self._deferred.get(pending):
+                with self._writing(pending):
+                    pass
+
+    async def get_events(self, trace_id: str, since_event_id: int = 0) -> list[TraceEvent]:
+        """Events with id greater than `since_event_id`, in order (this instance's deferred ones written first)."""
+        if self._deferred and validate_trace_id(trace_id) in self._deferred:
+            self._settle(trace_id)
+        return await super().get_events(trace_id, since_event_id)
+
+    async def get_exchanges(self, trace_id: str) -> list[dict[str, Any]]:
+        """The trace's recorded exchanges in order (this instance's deferred ones written first)."""
+        if self._deferred and validate_trace_id(trace_id) in self._deferred:
+            self._settle(trace_id)
+        return await super().get_exchanges(trace_id)
+
+    async def read_records(self, root_ids: Sequence[str] | None = None, *, messages: bool = True, events: bool = True,
+                           exchanges: bool = False) -> list[TraceRecord]:
+        """`BaseTraceStore.read_records`, this instance's deferred records written first."""
+        if self._deferred:
+            self._settle()
+        return await super().read_records(root_ids, messages=messages, events=events, exchanges=exchanges)
+
+    async def flush(self) -> None:
+        """Write every deferred record, then checkpoint (see `BaseTraceStore.flush`)."""
+        if self._deferred:
+            self._settle()
+        await super().flush()
 
     # ---- import: one transaction per trace --------------------------------------------------
     @contextmanager
@@ -335,6 +466,107 @@ class SQLTraceStore(BaseTraceStore):
             resource_usage=self._read_side_record(trace_id, "resource_usage"),
             tool_approvals=self._read_side_record(trace_id, "tool_approvals"),
         )
+
+    # ---- columnar reads (`cyber_agent/trace/columnar.py`): what the analysis frames are built from ---------
+    # Each query is (SELECT ... FROM table, its order within a trace); `_columnar_session` runs it for many traces.
+    # `refused_content`: the JSON content of a refused tool result that is not text (rare), read only for those rows.
+    _MESSAGE_COLUMNS_SQL = ("SELECT " + ", ".join(name for name, _ in MESSAGE_FIELDS) + ", tool_calls, "
+                            "CASE WHEN role = 'tool' AND refused IS NOT NULL AND content_is_text = 0 "
+                            "THEN data -> '$.content' END AS refused_content FROM messages", "sequence")
+    # A `message_added` payload without its message (the messages table has it), as the file store's reader gives it;
+    # the payload fields the events frame lifts into columns, read here so no Python loop walks the payloads.
+    _EVENT_COLUMNS_SQL = ("""
+SELECT trace_id, event_id, type, data ->> '$.created_at' AS created_at,
+       CASE WHEN shared = 1 THEN sequence ELSE data ->> '$.payload.message.sequence' END AS message_sequence,
+       coalesce(nullif(data ->> '$.payload.goal_id', ''), data ->> '$.payload.goal.id') AS goal_id,
+       CASE WHEN type IN ('sub_trace_started', 'sub_trace_completed') THEN data ->> '$.payload.trace_id' END
+           AS sub_trace_id,
+       data ->> '$.payload.status' AS status,
+       CASE WHEN type = 'message_added' AND (shared = 1 OR json_type(data, '$.payload.message') = 'object')
+            THEN json_remove(data -> '$.payload', '$.message') ELSE data -> '$.payload' END AS payload
+FROM events""", "event_id")
+    _IDS_PER_QUERY = 500
+
+    @contextmanager
+    def _columnar_session(self) -> Iterator[Callable[[tuple[str, str], Sequence[str], Any], Any]]:
+        """A function running a query (`_MESSAGE_COLUMNS_SQL`'s shape) for the traces `ids` and returning their
+        rows as an Arrow table of `schema`, trace after trace in the order of `ids`. This default reads
+        chunks of ids with `IN (...)` and builds the table from the driver's rows; a store with an
+        Arrow-native driver overrides it."""
+        import pyarrow as pa
+
+        def run(query: tuple[str, str], ids: Sequence[str], schema: pa.Schema) -> pa.Table:
+            select, order = query
+            parts = []
+            for start in range(0, len(ids), self._IDS_PER_QUERY):
+                chunk = list(ids[start:start + self._IDS_PER_QUERY])
+                sql = f"{select} WHERE trace_id IN ({', '.join('?' * len(chunk))}) ORDER BY trace_id, {order}"
+                rows, _ = self._rows_and_names(sql, chunk)
+                if rows:
+                    parts.append(pa.table([pa.array(column, f.type) for column, f in
+                                           zip(zip(*rows, strict=True), schema, strict=True)], schema=schema))
+            return in_order(pa.concat_tables(parts) if parts else schema.empty_table(), ids)
+
+        yield run
+
+    def _rows_and_names(self, sql: str, params: Sequence[Any]) -> tuple[list[Any], list[str]]:
+        """A query's rows and column names, errors as the driver raised them (`_is_damage` sorts them)."""
+        raise NotImplementedError  # pragma: no cover - every SQL store supplies it
+
+    def _is_damage(self, exc: BaseException) -> bool:
+        """Whether `exc`, raised by a columnar read, means a row's data is damaged (not that the database is
+        locked or unreachable)."""
+        return isinstance(exc, ValueError | KeyError | TypeError)
+
+    def read_columns(self, root_ids: Sequence[str] | None = None, *, messages: bool = True,
+                     events: bool = True) -> ColumnarRead:
+        """The trees of `read_records` (read without messages and events), their messages and events as Arrow
+        columns (`cyber_agent/trace/columnar.py`) read with a few queries for all of them; a trace whose rows
+        are damaged (an event's or a tool call's JSON) is left out and named in `ColumnarRead.damaged`."""
+        records, damaged = self._read_selected(root_ids, messages=False, events=False)
+        read = self._columns_of(records, messages, events)
+        bad = {entry.name for entry in read.damaged}
+        return dataclasses.replace(read, records=[r for r in records if r.trace_id not in bad],
+                                   damaged=[*damaged, *read.damaged])
+
+    def _columns_of(self, records: Sequence[TraceRecord], messages: bool, events: bool) -> ColumnarRead:
+        ids = [record.trace_id for record in records]
+        try:
+            return self._read_columns(ids, messages, events)
+        except Exception as exc:
+            if not self._is_damage(exc):
+                raise
+        healthy, damaged = [], []
+        for trace_id in ids:  # find the damaged traces one by one (rare)
+            try:
+                self._read_columns([trace_id], messages, events)
+            except Exception as exc:
+                if not self._is_damage(exc):
+                    raise
+                damaged.append(damaged_record(trace_id, self._where(trace_id, "messages/events"), exc))
+            else:
+                healthy.append(trace_id)
+        return dataclasses.replace(self._read_columns(healthy, messages, events), damaged=damaged)
+
+    def _read_columns(self, ids: Sequence[str], messages: bool, events: bool) -> ColumnarRead:
+        import pyarrow as pa
+
+        message_schema = pa.schema([*arrow_schema(MESSAGE_FIELDS), pa.field("tool_calls", pa.string()),
+                                    pa.field("refused_content", pa.string())])
+        event_schema = pa.schema([*arrow_schema(EVENT_FIELDS), pa.field("payload", pa.string())])
+        with self._columnar_session() as run:
+            table = typed(run(self._MESSAGE_COLUMNS_SQL, ids, message_schema), message_schema) if messages and ids \
+                else message_schema.empty_table()
+            event_table = typed(run(self._EVENT_COLUMNS_SQL, ids, event_schema), event_schema) if events and ids \
+                else event_schema.empty_table()
+        refused = table.filter(table["refused_content"].is_valid()) if table["refused_content"].null_count < len(table) \
+            else table.slice(0, 0)
+        contents = {(trace_id, sequence): json.loads(content) for trace_id, sequence, content in zip(
+            *(refused[name].to_pylist() for name in ("trace_id", "sequence", "refused_content")), strict=True)}
+        return ColumnarRead(records=[], messages=table.drop_columns(["tool_calls", "refused_content"]),
+                            calls=json_values(table["tool_calls"]), contents=contents,
+                            events=event_table.drop_columns(["payload"]),
+                            payloads=json_values(event_table["payload"], keep_nulls=True))
 
     def trace_ids_under(self, root_ids: Sequence[str]) -> list[str]:
         """Every trace id of the trees under `root_ids` (a recursive SQL walk of `parent_trace_id`)."""

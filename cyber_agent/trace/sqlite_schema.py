@@ -151,6 +151,10 @@ class MessageColumns:
 
     columns: tuple[tuple[str, str], ...]
 
+    def row(self, data: str) -> tuple[Any, ...]:
+        """The typed column values of one message's JSON text (the insert's parameters after `data`)."""
+        return message_values(json.loads(data)) if self.columns else ()
+
     def values(self, data: str) -> tuple[str, tuple[Any, ...]]:
         """The column list suffix (", role, ...") and the values of one message's JSON text."""
         if not self.columns:

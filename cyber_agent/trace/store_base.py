@@ -22,7 +22,7 @@ import dataclasses
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -39,6 +39,7 @@ from cyber_agent.errors import (
 )
 from cyber_agent.trace.budget_limits import ResourceUsage
 from cyber_agent.trace.bulk import gc_paused
+from cyber_agent.trace.columnar import ColumnarRead, ColumnBuilder
 from cyber_agent.trace.events import (
     EVENT_TYPES,
     EventType,
@@ -204,6 +205,7 @@ class BaseTraceStore(ABC):
         with self._lock(trace_id):
             generation = self._acquire_writer(trace_id)
             failed = True
+            taken: list[Any] | None = None
             try:
                 hot = self._hot.get(trace_id)
                 if hot is not None and generation is not None and hot.generation != generation:
@@ -211,10 +213,11 @@ class BaseTraceStore(ABC):
                 hot = self._load_for_write(trace_id)
                 if generation is not None:
                     hot.generation = generation + 1
+                taken = self._write_deferred(trace_id, hot)
                 yield hot
                 failed = False
             finally:
-                self._release_writer(trace_id, failed=failed)
+                self._end_write(trace_id, failed, taken)
 
     @contextmanager
     def _writing_side(self, trace_id: str) -> Iterator[None]:
@@ -222,14 +225,35 @@ class BaseTraceStore(ABC):
         with self._lock(trace_id):
             generation = self._acquire_writer(trace_id)
             failed = True
+            taken: list[Any] | None = None
             try:
                 hot = self._hot.get(trace_id)
                 if hot is not None and generation is not None and hot.generation == generation:
                     hot.generation = generation + 1
+                taken = self._write_deferred(trace_id, None)
                 yield
                 failed = False
             finally:
-                self._release_writer(trace_id, failed=failed)
+                self._end_write(trace_id, failed, taken)
+
+    def _end_write(self, trace_id: str, failed: bool, taken: list[Any] | None) -> None:
+        """Release the writer; deferred records the write took go back when it did not commit."""
+        try:
+            self._release_writer(trace_id, failed=failed)
+        except BaseException:
+            self._restore_deferred(trace_id, taken)
+            raise
+        if failed:
+            self._restore_deferred(trace_id, taken)
+
+    # Records a store writes with the trace's next write instead of in their own (SQLite: one
+    # transaction fewer each); `sql_store.py:SQLTraceStore.defer_exchange` / `defer_event`.
+    def _write_deferred(self, trace_id: str, hot: _Hot | None) -> list[Any] | None:
+        """Write the trace's deferred records inside this write (events only when `hot`); return what was taken."""
+        return None
+
+    def _restore_deferred(self, trace_id: str, taken: list[Any] | None) -> None:
+        """Put back what `_write_deferred` took for a write that did not commit."""
 
     # ---- state --------------------------------------------------------------------------
     def _lock(self, trace_id: str) -> threading.Lock:
@@ -422,24 +446,38 @@ class BaseTraceStore(ABC):
     ) -> list[TraceRecord]:
         """Every trace of the trees under `root_ids` (all traces when None) as JSON records, parents first
         (with `exchanges`, each with its recorded model exchanges: what a copy needs to fork there)."""
+        records, damaged = self._read_selected(root_ids, messages=messages, events=events)
+        _warn_damaged(damaged)
+        if exchanges:
+            records = [dataclasses.replace(r, exchanges=[decode_exchange(line, r.trace_id, i) for i, line in
+                                                         enumerate(self._read_exchange_lines(r.trace_id))]) for r in records]
+        return records
+
+    def _read_selected(self, root_ids: Sequence[str] | None, *, messages: bool, events: bool, each: Callable[
+            [TraceRecord], TraceRecord] | None = None) -> tuple[list[TraceRecord], list[DamagedEntry]]:
+        """The records of `read_records` (each passed through `each` as it is read) and the damaged entries."""
         if isinstance(root_ids, str):
             raise InvalidUpdateError(f"root_ids must be a sequence of trace ids, got the string {root_ids!r}")
         for root_id in root_ids or ():
             validate_trace_id(root_id)
         with gc_paused():
             metas, damaged = self._record_metas()
-            selected = select_trees(metas, root_ids)
             records = []
-            for meta in selected:  # a trace whose records cannot be read is skipped and named, like the listing's
+            for meta in select_trees(metas, root_ids):  # a trace whose records cannot be read is skipped and named
                 try:
-                    records.append(self._read_record(meta, messages=messages, events=events))
+                    record = self._read_record(meta, messages=messages, events=events)
                 except (CorruptRecordError, ValueError, KeyError, TypeError) as exc:
                     damaged.append(damaged_record(str(meta.get("trace_id")), self._record_location(meta), exc))
-            _warn_damaged(damaged)
-        if exchanges:
-            records = [dataclasses.replace(r, exchanges=[decode_exchange(line, r.trace_id, i) for i, line in
-                                                         enumerate(self._read_exchange_lines(r.trace_id))]) for r in records]
-        return records
+                    continue
+                records.append(record if each is None else each(record))
+        return records, damaged
+
+    def read_columns(self, root_ids: Sequence[str] | None = None, *, messages: bool = True,
+                     events: bool = True) -> ColumnarRead:
+        """`read_records`' trees with their messages and events as columns, freed trace by trace (`trace/columnar.py`)."""
+        builder = ColumnBuilder(messages=messages, events=events)
+        records, damaged = self._read_selected(root_ids, messages=messages, events=events, each=builder.add_record)
+        return builder.build(records, damaged)
 
     def _record_location(self, meta: JSONRecord) -> str:
         """Where a trace's records live, for a damaged-entry report."""

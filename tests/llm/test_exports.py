@@ -25,6 +25,7 @@ NOT_REEXPORTED = {
     "pricing": {"with_cost"},
     "provider_errors": {"Origin", "exhausted_text", "limit_text", "status_hint", "transport_text"},
     "call_site": {"at_site", "current_position", "current_site", "id_mapping", "normalise_ids", "rename_ids", "tree_position"},
+    "request_cache": {"RequestCache"},
     "cassette": {"CassetteLLM", "ExchangeRecorder", "RECORD_VERSION", "RecordedExchange", "expand_records", "request_key"},
     "settings": {"DEFAULT_CONNECT_TIMEOUT", "DEFAULT_DEADLINE", "DEFAULT_MAX_BODY_BYTES", "DEFAULT_MAX_ERROR_BYTES",
                  "DEFAULT_MAX_OUTPUT_CHARS", "DEFAULT_READ_TIMEOUT", "DEFAULT_RETRIES", "DIALECT_ENV", "ENV_VARS"},

@@ -434,3 +434,83 @@ async def test_a_sync_tool_over_its_time_limit_is_an_error_naming_the_limit(ctx:
     assert registry.get("stuck").time_limit == 0.2  # type: ignore[union-attr]
     with pytest.raises(ConfigurationError, match="time_limit"):
         registry.register(lambda: None, name="bad", description="x", time_limit=0)
+
+
+async def test_an_inline_tool_runs_on_the_loop_and_every_other_sync_tool_off_it(ctx: ToolContext) -> None:
+    import contextvars
+    import threading
+
+    registry = ToolRegistry()
+    seen: dict[str, int] = {}
+    marker: contextvars.ContextVar[str] = contextvars.ContextVar("marker", default="unset")
+
+    @registry.tool(inline=True)
+    def trivial(a: int, b: int) -> int:
+        """Add two integers."""
+        seen["inline"] = threading.get_ident()
+        marker.set("changed by the tool")
+        return a + b
+
+    @registry.tool
+    def plain() -> str:
+        """Not declared trivial."""
+        seen["plain"] = threading.get_ident()
+        return "ok"
+
+    @registry.tool(inline=True)
+    def broken() -> str:
+        """Fail."""
+        raise ValueError("bad input")
+
+    result = await registry.execute("trivial", {"a": 2, "b": 3}, allowed={"trivial"}, context=ctx)
+    assert (result.content, result.is_error, "duration_ms" in result.metadata) == ("5", False, True)
+    await registry.execute("plain", {}, allowed={"plain"}, context=ctx)
+    assert seen["inline"] == threading.get_ident() != seen["plain"]
+    assert marker.get() == "unset"  # the tool ran in a copy of the context, as a thread-run tool does
+    assert registry.get("trivial").inline and not registry.get("plain").inline  # type: ignore[union-attr]
+    failed = await registry.execute("broken", {}, allowed={"broken"}, context=ctx)
+    assert failed.is_error and failed.content == "tool broken failed: ValueError: bad input"
+    # Arguments are validated and the permission gate holds exactly as for any tool.
+    assert (await registry.execute("trivial", {"a": "x", "b": 1}, allowed={"trivial"}, context=ctx)).is_error
+    assert (await registry.execute("trivial", {"a": 1, "b": 1}, allowed=set(), context=ctx)).is_error
+
+
+async def test_a_slow_inline_tool_is_logged_as_stalling_the_loop(ctx: ToolContext, caplog: pytest.LogCaptureFixture) -> None:
+    import time
+
+    from cyber_agent.tools.registry import INLINE_WARN_SECONDS
+
+    registry = ToolRegistry()
+
+    @registry.tool(inline=True)
+    def not_so_trivial() -> str:
+        """Take longer than an inline tool may."""
+        time.sleep(INLINE_WARN_SECONDS * 2)
+        return "done"
+
+    with caplog.at_level("WARNING", logger="cyber_agent.tools"):
+        result = await registry.execute("not_so_trivial", {}, allowed={"not_so_trivial"}, context=ctx)
+    assert result.content == "done"
+    assert "inline tool not_so_trivial ran" in caplog.text and "without inline=True" in caplog.text
+
+
+def test_inline_is_refused_where_it_cannot_be_trivial_and_safe() -> None:
+    registry = ToolRegistry()
+
+    async def coroutine() -> str:
+        """Async."""
+        return ""
+
+    def sync() -> str:
+        """Sync."""
+        return ""
+
+    with pytest.raises(ConfigurationError, match="sync functions only"):
+        registry.register(coroutine, inline=True)
+    with pytest.raises(ConfigurationError, match="run_in_thread"):
+        registry.register(sync, inline=True, run_in_thread=True)
+    with pytest.raises(ConfigurationError, match="side_effects=True cannot be inline"):
+        registry.register(sync, inline=True, side_effects=True)
+    with pytest.raises(ConfigurationError, match="time_limit=5 cannot apply to an inline tool"):
+        registry.register(sync, inline=True, time_limit=5)
+    assert registry.register(sync, inline=True).inline

@@ -112,3 +112,68 @@ async def test_a_second_instance_sees_and_continues_what_the_first_wrote(tmp_pat
     assert ids == list(range(1, len(ids) + 1))  # dense, no id used twice
     assert [m.sequence for m in await second.get_trace_messages(trace_id)] == [1, 2, 3, 4]
     assert json.loads(first.connection().execute("SELECT data FROM traces").fetchone()[0])["total_messages"] == 4
+
+
+async def test_a_deferred_exchange_and_event_commit_with_the_traces_next_write(tmp_path: Path) -> None:
+    store = SQLiteTraceStore(tmp_path / "runs.db")
+    trace_id = await _trace_with_messages(store, 1)
+    assert [await store.defer_exchange(trace_id, {"n": n}) for n in range(2)] == [0, 1]
+    await store.defer_event(trace_id, "progress", {"stage": "tool_call_started", "tool_call_id": "c1"})
+    other = SQLiteTraceStore(tmp_path / "runs.db")  # another process's view: nothing committed yet
+    assert await other.get_exchanges(trace_id) == []
+    before = [e.type for e in await other.get_events(trace_id)]
+    await store.add_message(Message.create(trace_id=trace_id, role="tool", tool_call_id="c1", content="3"))
+    assert [r["n"] for r in await other.get_exchanges(trace_id)] == [0, 1]
+    events = await other.get_events(trace_id)
+    assert [e.type for e in events] == [*before, "progress", "message_added"]  # the start first, ids dense
+    assert [e.event_id for e in events] == list(range(1, len(events) + 1))
+    assert await store.append_exchange(trace_id, {"n": 2}) == 2  # the immediate path continues the count
+
+
+async def test_deferred_records_survive_a_write_that_fails_and_reads_see_them(tmp_path: Path) -> None:
+    from cyber_agent.errors import InvalidUpdateError
+
+    store = SQLiteTraceStore(tmp_path / "runs.db")
+    trace_id = await _trace_with_messages(store, 1)
+    await store.defer_exchange(trace_id, {"n": 0})
+    await store.defer_event(trace_id, "progress", {"stage": "x"})
+    with pytest.raises(InvalidUpdateError):  # raised inside the write: rolled back, deferred records kept
+        await store.add_message(Message.create(trace_id=trace_id, role="user", content="m", parent_sequence=9))
+    assert [r["n"] for r in await SQLiteTraceStore(tmp_path / "runs.db").get_exchanges(trace_id)] == []
+    assert [r["n"] for r in await store.get_exchanges(trace_id)] == [0]  # this instance's read writes them first
+    assert (await store.get_events(trace_id))[-1].payload == {"stage": "x"}
+    await store.defer_exchange(trace_id, {"n": 1})
+    await store.flush()
+    assert [r["n"] for r in await SQLiteTraceStore(tmp_path / "runs.db").get_exchanges(trace_id)] == [0, 1]
+    with pytest.raises(InvalidUpdateError, match="unknown event type"):
+        await store.defer_event(trace_id, "no_such_type", {})  # type: ignore[arg-type]
+
+
+async def test_a_run_step_with_an_inline_tool_is_two_transactions(tmp_path: Path) -> None:
+    from cyber_agent.core.config import RunConfig
+    from cyber_agent.core.runner import AgentRunner
+    from cyber_agent.llm import ScriptedModel
+    from cyber_agent.tools import ToolRegistry
+
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    async def transactions(steps: int) -> int:
+        store = SQLiteTraceStore(tmp_path / f"runs-{steps}.db")
+        registry = ToolRegistry()
+        registry.register(add, inline=True)
+        calls = [ScriptedModel.tool_call("add", {"a": i, "b": 1}, call_id=f"call_{i}") for i in range(steps)]
+        runner = AgentRunner(trace_store=store, llm_call=ScriptedModel([*calls, "done"]), tool_registry=registry)
+        ran: list[str] = []
+        store.connection().set_trace_callback(ran.append)
+        result = await runner.run_result([{"role": "user", "content": "add"}], RunConfig(max_iterations=steps + 1,
+                                                                                          tools=["add"]))
+        store.connection().set_trace_callback(None)
+        assert result.status == "completed" and len(await store.get_exchanges(result.trace.trace_id)) == steps + 1
+        started = [e for e in await store.get_events(result.trace.trace_id) if e.payload.get("stage") == "tool_call_started"]
+        assert len(started) == steps  # the crash marker is still written, with its result
+        return sum(1 for sql in ran if sql.startswith("BEGIN"))
+
+    # Per step: the reply with its exchange, then the tool's start with its result.
+    assert await transactions(12) - await transactions(2) == 2 * 10

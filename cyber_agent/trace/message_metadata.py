@@ -9,7 +9,8 @@ tool's own `ToolResult.metadata`, a user's `Message.create(metadata=...)`) is ke
 (`extra="allow"`), so the persisted shape stays the flat JSON object it always was. A typed key
 that nobody set is None and is left out when the message is written, so records do not grow and
 readers of the raw JSON (the frames, the SQLite columns, older versions) read what they read
-before. Records written before the keys were typed load unchanged (`_migrate`).
+before. Records written before the keys were typed load unchanged (`MessageMetadata._named_refusal`; a `null`
+metadata reads as empty, `cyber_agent/trace/models.py:Message`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer, model_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_serializer
 
 __all__ = ["REFUSAL_FLAGS", "MessageMetadata", "ResultShaping", "refusal_kind"]
 
@@ -47,6 +48,14 @@ class ResultShaping(BaseModel):
     """USD cost of the summarizer call."""
     error: str | None = None
     """Why the summary attempt failed, when it did."""
+
+    @model_serializer(mode="plain")
+    def _as_given(self) -> dict[str, Any]:
+        # The keys it was given, null ones too (the harness writes `error: null`), and no others.
+        data = {key: value for key, value in self.__dict__.items() if key in self.model_fields_set}
+        if self.__pydantic_extra__:
+            data.update(self.__pydantic_extra__)
+        return data
 
 
 class MessageMetadata(BaseModel):
@@ -103,16 +112,25 @@ class MessageMetadata(BaseModel):
     content_missing: bool | None = None
     """Imported messages: the source recorded that a message existed but not its content."""
 
-    @model_validator(mode="before")
+    @field_validator("refused", mode="before")
     @classmethod
-    def _migrate(cls, data: Any) -> Any:
-        return _migrate(data)
+    def _named_refusal(cls, value: Any) -> Any:
+        # Migration of records of every earlier version: `refused: true` (a flag, before the limit was
+        # named) is the generic kind "refused"; a false flag is no refusal. A field validator runs only
+        # when the key is there, so the common record pays nothing (a model validator costs µs each).
+        if value is None or isinstance(value, str):
+            return value
+        return "refused" if value else None
 
-    @model_serializer(mode="wrap")
-    def _compact(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    @model_serializer(mode="plain")
+    def _compact(self) -> dict[str, Any]:
         # A typed key nobody set is left out: the record keeps the shape it was written with.
-        data: dict[str, Any] = handler(self)
-        return {key: value for key, value in data.items() if value is not None or key not in _TYPED}
+        # Plain, not wrap: the values are JSON already (or a ResultShaping), so pydantic writes them
+        # as they are, several times cheaper than serializing every None field and filtering after.
+        data = {key: value for key, value in self.__dict__.items() if value is not None}
+        if self.__pydantic_extra__:
+            data.update(self.__pydantic_extra__)
+        return data
 
     # ---- what the keys mean -----------------------------------------------------------
     @property
@@ -182,19 +200,6 @@ class MessageMetadata(BaseModel):
 
 _TYPED = frozenset(MessageMetadata.model_fields)
 _MISSING: Any = object()
-
-
-def _migrate(data: Any) -> Any:
-    """Records of any earlier version load unchanged: only what the types cannot say is rewritten."""
-    if data is None:
-        return {}  # a foreign or hand-made record with "metadata": null
-    if isinstance(data, MessageMetadata) or not isinstance(data, Mapping):
-        return data
-    refused = data.get("refused")
-    if refused is not None and not isinstance(refused, str):
-        # `refused: true` (a flag before the limit was named) means the generic kind "refused".
-        data = {**data, "refused": "refused" if refused else None}
-    return data
 
 
 def refusal_kind(metadata: MessageMetadata | Mapping[str, Any] | None) -> str | None:

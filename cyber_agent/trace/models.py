@@ -227,6 +227,8 @@ class Message(BaseModel):
         # a finite non-negative number is stored as 0 and named in metadata["usage_invalid"].
         if not isinstance(data, dict):
             return data
+        if "metadata" in data and data["metadata"] is None:
+            data = {**data, "metadata": {}}  # a foreign or hand-made record with "metadata": null
         problems = []
         for key in ("prompt_tokens", "completion_tokens", "cached_tokens", "cost"):
             value = data.get(key)

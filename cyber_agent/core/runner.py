@@ -144,7 +144,7 @@ class AgentRunner:
         else:
             llm, model = self._resolve_llm(config)
         services = self._services(config)
-        state = await prepare_run(services, list(messages), config, child)
+        state = await prepare_run(services, messages if isinstance(messages, str) else list(messages), config, child)
         state.ancestry = await ancestry(self.trace_store, state.trace)
         trace_id = state.trace.trace_id
         self.stops.register(trace_id, parent_id=state.trace.parent_trace_id, propagate=state.policy.propagate_stop)

@@ -96,7 +96,12 @@ async def prepare_run(
     `_create`; an existing trace continued (`_open_existing`, `_resume`) or rewound first
     (`_rewind`).
     """
+    if isinstance(messages, str) or not isinstance(messages, list):
+        raise ConfigurationError("messages", f"must be a list of {{'role': ..., 'content': ...}} dicts, got "
+                                 f"{type(messages).__name__}; for one task pass [{{'role': 'user', 'content': task}}]")
     for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise ConfigurationError(f"messages[{index}]", f"must be a dict with 'role' and 'content', got {type(message).__name__}")
         if message.get("role") not in ("system", "user", "assistant", "tool"):
             raise ConfigurationError(f"messages[{index}].role", f"must be system/user/assistant/tool, got {message.get('role')!r}")
     if config.trace_id is not None:

@@ -19,6 +19,7 @@ from cyber_agent.protocol.tool_rights import WEB_TOOLS
 from cyber_agent.protocol.web_evidence import VALIDATION_METERED
 from cyber_agent.llm.types import ToolCall
 from cyber_agent.tools.context import ToolContext
+from cyber_agent.trace.message_metadata import tool_metadata
 from cyber_agent.trace.models import Message
 
 __all__ = ["ToolPlan", "after_reply_reason", "answer_not_run", "execute_calls", "flag_unpriced", "needs_approval", "record_reply_usage",
@@ -193,7 +194,7 @@ async def execute_calls(ctx: RunContext, prepared: RunState, calls: ToolPlan, *,
         tool_message = Message.create(
             trace_id=trace_id, role="tool", goal_id=prepared.goal_id, tool_call_id=call.id,
             tool_name=call.name, content=content, parent_sequence=prepared.head,
-            duration_ms=duration, branch=prepared.branch, metadata={"is_error": is_error, **meta},
+            duration_ms=duration, branch=prepared.branch, metadata=tool_metadata({"is_error": is_error, **meta}),
         )
         yield await services.persist(prepared, tool_message)
         prepared.tool_names.append(call.name)

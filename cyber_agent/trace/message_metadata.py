@@ -18,9 +18,11 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator, model_serializer
+import warnings
 
-__all__ = ["REFUSAL_FLAGS", "MessageMetadata", "ResultShaping", "refusal_kind"]
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator, model_serializer
+
+__all__ = ["REFUSAL_FLAGS", "UNTYPED_KEY", "MessageMetadata", "ResultShaping", "refusal_kind", "tool_metadata"]
 
 REFUSAL_FLAGS: tuple[str, ...] = ("refused", "rejected")
 """Tool-message metadata keys that mark a refusal: `refused` (a limit refused the call; the value
@@ -212,3 +214,30 @@ def refusal_kind(metadata: MessageMetadata | Mapping[str, Any] | None) -> str | 
     if refused:
         return refused if isinstance(refused, str) else "refused"
     return "rejected" if metadata.get("rejected") else None
+
+
+UNTYPED_KEY = "untyped"
+"""Where `tool_metadata` keeps a tool's value for a typed key that the type refuses (as given)."""
+
+
+def tool_metadata(metadata: Mapping[str, Any]) -> MessageMetadata:
+    """A tool's own metadata as a `MessageMetadata`, never failing the run over one of its keys.
+
+    A tool (`ToolResult.metadata`) may use a name the library types with a value of another type
+    (`{"truncated": "partly"}`). Before the keys were typed such a value was stored as given; now
+    the key is moved under `untyped` (kept as given, a warning names it) and the rest is typed.
+    """
+    try:
+        return MessageMetadata.model_validate(metadata)
+    except ValidationError as exc:
+        bad = {str(error["loc"][0]) for error in exc.errors() if error["loc"] and str(error["loc"][0]) in _TYPED}
+        if not bad:
+            raise
+        kept = {key: value for key, value in metadata.items() if key not in bad}
+        untyped = dict(kept.get(UNTYPED_KEY) or {}) if isinstance(kept.get(UNTYPED_KEY), Mapping) else {}
+        untyped.update({key: metadata[key] for key in sorted(bad)})
+        kept[UNTYPED_KEY] = untyped
+        warnings.warn(f"tool metadata: {', '.join(sorted(bad))} kept under {UNTYPED_KEY!r} (the value is not "
+                      f"what the typed key takes; cyber_agent/trace/message_metadata.py:MessageMetadata)",
+                      RuntimeWarning, stacklevel=2)
+        return MessageMetadata.model_validate(kept)

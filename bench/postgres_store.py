@@ -121,7 +121,8 @@ async def bench_race(url: str, workers: int, rounds: int) -> dict[str, Any]:
                               stdout=subprocess.PIPE, cwd=ROOT, env=env) for i in range(workers)]
     lines = [json.loads(line) for proc in procs for line in proc.communicate(timeout=600)[0].splitlines() if line]
     elapsed = time.perf_counter() - start
-    usage = await store.get_resource_usage(root.trace_id) or {}
+    record = await store.get_resource_usage(root.trace_id)
+    usage = record.model_dump() if record is not None else {}
     granted = {name: sum(1 for line in lines if line.get("granted") == name) for name in ("agents", "llm_calls")}
     held = granted == {"agents": 9, "llm_calls": 60} and usage.get("agents") == 19 and usage.get("llm_calls") == 60
     stamps = [line["at"] for line in lines if "at" in line]

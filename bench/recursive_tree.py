@@ -195,7 +195,8 @@ async def _check(store: TraceStore, root_id: str, status: str, error: str | None
                   and t.protocol.report is None]
     if unreported:
         raise AssertionError(f"{mode}: {len(unreported)} children have no report, e.g. {unreported[0]}")
-    usage = await store.get_resource_usage(root_id) or {}
+    record = await store.get_resource_usage(root_id)
+    usage = record.model_dump() if record is not None else {}
     if usage.get("agents") != len(plan):
         raise AssertionError(f"{mode}: the usage record counts {usage.get('agents')} agents, {len(plan)} planned")
     return RunSample(mode=mode, seconds=0.0, agents=len(business), validators=len(validators),

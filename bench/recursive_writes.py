@@ -89,7 +89,8 @@ async def _one(workload: str, directory: str, agents: int, by_site: bool) -> dic
     seconds = time.perf_counter() - started
     if status != "completed":
         raise SystemExit(f"{workload}: the root ended {status}")
-    usage = await store.get_resource_usage(root_id) or {}
+    record = await store.get_resource_usage(root_id)
+    usage = record.model_dump() if record is not None else {}
     traces = await store.list_traces(limit=None)
     return {"seconds": seconds, "llm_calls": int(usage.get("llm_calls", 0)), "traces": len(traces),
             "writes": dict(store.writes), "calls": dict(store.calls), "sites": store.sites}

@@ -17,6 +17,17 @@ reads them. A bench that is missing, times out or fails becomes a row marked so,
 | trees     | bench/notebook_trees.py               | fitted tree figures (25/100/1,000 traces, ~1,000 goals), explorer open  |
 | calls     | bench/store_calls.py                  | TraceStore calls and file writes per model call (demo runs, a tree)     |
 | latency   | bench/tool_latency.py                 | a live server's GET latency while the worst tool calls run (< 0.5 s)    |
+| sweeps    | bench/sweeps.py                       | sweep cells/s per backend at concurrency 64, before and after #34       |
+| import    | bench/notebook_import.py              | `import cyber_agent.notebook`, before and after #34 (<= 0.6 s)          |
+| frames    | bench/frames.py                       | the columnar frames path (#34; engineer `frames`)                       |
+
+Issue targets: a bench that measures a target an issue states writes rows made by
+`bench/targets.py:target` under `"issue_targets"` in its JSON. After the benches this script
+prints one table per issue — measure, before, after, floor, ratio, target, met — matched by id
+against the issue's declared list (`bench/targets.py:ISSUE_34`): a declared target no bench
+measured shows as NOT MEASURED. `--markdown FILE` writes that table as Markdown (for
+docs/performance.md). A new bench registers in `EXTRA_BENCHES` (key, script, extra arguments,
+time limits); its rows in the main table come from its `issue_targets`.
 
 The exit status is 1 if a cyber_agent bench failed or timed out, else 0: a target that is not
 met is a finding to read in the table, not a crash.
@@ -39,6 +50,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from targets import ISSUE_34, Declared  # noqa: E402
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -270,6 +285,97 @@ def rows_latency(outcome: Outcome) -> list[Row]:
                  f"worst {c['max_get_s']:.4f} s", None, "< 0.5 s", c["max_get_s"] < 0.5) for c in data["calls"]]
 
 
+def rows_report(outcome: Outcome) -> list[Row]:
+    """The "does delegation pay" report of a 1,000-cell sweep: frame, shape, report, chart (target < 2 s)."""
+    data = outcome.data
+    if not data:
+        return _missing(outcome, "report")
+    m = data["median_s"]
+    return [_row("report", f"sweep report of {data['cells']} cells (frame {m['frame']:.2f} + shape {m['shape']:.2f} + "
+                           f"report {m['report']:.2f} + chart {m['chart']:.2f} s)", f"{m['total']:.3f} s", None,
+                 f"< {data['target_s']} s", data["met"])]
+@dataclass(frozen=True, kw_only=True)
+class ExtraBench:
+    """A bench whose only rows in the table are its `issue_targets` (see bench/targets.py)."""
+
+    key: str
+    script: str
+    extra: tuple[str, ...] = ()
+    timeout: float = 600
+    timeout_quick: float = 300
+
+
+EXTRA_BENCHES: tuple[ExtraBench, ...] = (
+    ExtraBench(key="sweeps", script="sweeps.py", extra=("--only", "asyncio,process,ray"), timeout=1800, timeout_quick=900),
+    ExtraBench(key="import", script="notebook_import.py", timeout=600, timeout_quick=300),
+    ExtraBench(key="frames", script="frames.py", timeout=900, timeout_quick=400),
+)
+
+
+def issue_targets(outcomes: dict[str, Outcome]) -> dict[str, dict[str, Any]]:
+    """Every measured target row (bench/targets.py:target) of every bench, by id."""
+    found: dict[str, dict[str, Any]] = {}
+    for key, outcome in outcomes.items():
+        for row in (outcome.data or {}).get("issue_targets", []) if isinstance(outcome.data, dict) else []:
+            if isinstance(row, dict) and "id" in row:
+                found[row["id"]] = {**row, "bench_key": key}
+    return found
+
+
+def _figure(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit in ("s", "GB", "x"):
+        return f"{value:.3g} {unit}" if unit != "x" else f"{value:.3f}x"
+    return f"{value:,.0f} {unit}" if abs(value) >= 100 else f"{value:.3g} {unit}"
+
+
+def issue_table(declared: tuple[Declared, ...], found: dict[str, dict[str, Any]],
+                outcomes: dict[str, Outcome]) -> list[Row]:
+    """One row per declared target: what the benches measured, or why nothing was."""
+    rows = []
+    for item in declared:
+        row = found.get(item.id)
+        if row is None:
+            outcome = outcomes.get(item.bench)
+            why = "bench not run" if outcome is None else f"bench {outcome.status}" if outcome.status != "ok" else "no row"
+            rows.append({"id": item.id, "measure": item.measure, "before": "-", "after": "-", "floor": "-", "ratio": "-",
+                         "target": item.limit, "verdict": f"NOT MEASURED ({why})", "note": ""})
+            continue
+        unit = row.get("unit", "")
+        floor = _figure(row.get("floor"), unit)
+        if row.get("floor_name") and floor != "-":
+            floor = f"{floor} ({row['floor_name']})"
+        ratio = "-" if row.get("ratio") is None else f"{row['ratio']:.2f}x"
+        if row.get("ratio_of") and ratio != "-":
+            ratio = f"{ratio} ({row['ratio_of']})"
+        rows.append({"id": item.id, "measure": item.measure, "before": _figure(row.get("before"), unit),
+                     "after": _figure(row.get("after"), unit), "floor": floor, "ratio": ratio, "target": row["limit"],
+                     "verdict": VERDICT[row.get("met")], "note": row.get("note", "")})
+    return rows
+
+
+def issue_markdown(title: str, rows: list[Row], env: dict[str, Any]) -> str:
+    """The issue table as Markdown, with the run's date, commit and load."""
+    lines = [f"### {title}", "",
+             f"`bench/run_all.py`, {env['date']}, commit `{(env['git_commit'] or '?')[:10]}`"
+             f"{' (dirty)' if env['git_dirty'] else ''}; {env['nproc']} CPUs, load average "
+             f"{env['load_average'][0]:.1f} at the start.", "",
+             "| measure | before | after | floor | ratio | target | met | note |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        lines.append("| " + " | ".join(str(r[k]).replace("|", "/") for k in
+                                        ("measure", "before", "after", "floor", "ratio", "target", "verdict", "note")) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def print_issue_table(title: str, rows: list[Row]) -> None:
+    """Print an issue's table (one line per target)."""
+    print(f"\n{title}")
+    for r in rows:
+        print(f"  {r['measure'][:64]:<64} before {r['before']:>14}  after {r['after']:>14}  floor {r['floor'][:28]:>28}  "
+              f"ratio {r['ratio'][:8]:>8}  {r['target']:<18} {r['verdict']}")
+
+
 def print_table(rows: list[Row]) -> None:
     """Print the consolidated table."""
     widths = {k: max(len(k), *(len(str(r[k] if r[k] is not None else "-")) for r in rows)) for k in rows[0]}
@@ -313,11 +419,13 @@ def main(argv: list[str] | None = None) -> int:
     """Run the selected benches, print the table, write the JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="every bench in its --quick form")
-    parser.add_argument("--only", help="comma-separated subset of: overhead,store,tree,notebook,trees,calls,latency")
+    parser.add_argument("--only", help="comma-separated subset of: overhead,store,tree,notebook,trees,calls,latency,report,"
+                                           + ",".join(b.key for b in EXTRA_BENCHES))
     parser.add_argument("--dir", help="directory for file stores' temporary traces (default: system temp)")
     parser.add_argument("--out", default=str(RESULTS), help=f"where to write the JSON (default {RESULTS.relative_to(REPO)})")
+    parser.add_argument("--markdown", help="also write the issue target tables as Markdown here")
     args = parser.parse_args(argv)
-    keys = ["overhead", "store", "tree", "notebook", "trees", "calls", "latency"]
+    keys = ["overhead", "store", "tree", "notebook", "trees", "calls", "latency", "report", *(b.key for b in EXTRA_BENCHES)]
     wanted = keys if not args.only else [k for k in keys if k in args.only.split(",")]
     quick = ["--quick"] if args.quick else []
     where = ["--dir", args.dir] if args.dir else []
@@ -371,13 +479,27 @@ def main(argv: list[str] | None = None) -> int:
             bench("calls", "store_calls.py", where, 120, rows_calls)
         if "latency" in wanted:
             bench("latency", "tool_latency.py", [], 180, rows_latency)
+        if "report" in wanted:
+            bench("report", "sweep_report.py", [], 300 if args.quick else 900, rows_report)
+        for extra in EXTRA_BENCHES:
+            if extra.key in wanted:
+                bench(extra.key, extra.script, [*extra.extra, *(where if extra.key in ("frames", "sweeps") else [])],
+                      extra.timeout_quick if args.quick else extra.timeout,
+                      lambda o, k=extra.key: _missing(o, k) if o.status != "ok" else [])
     seconds = time.perf_counter() - started
+    found = issue_targets(outcomes)
+    for row in found.values():  # every issue target in the main table too
+        rows.append(_row(row["bench_key"], row["id"], _figure(row.get("after"), row.get("unit", "")), row.get("ratio"),
+                         row.get("limit", ""), row.get("met")))
+    issue_34 = issue_table(ISSUE_34, found, outcomes)
     print_table(rows)
+    print_issue_table("issue #34 [speed]: every target, measured in this run", issue_34)
     env["load_average_at_end"] = list(os.getloadavg())
     print(f"\n(suite took {seconds:.0f}s; load average {env['load_average'][0]:.2f} at start, "
           f"{env['load_average_at_end'][0]:.2f} at end, on {env['nproc']} CPUs)")
     payload = {
         "schema": 1, "quick": args.quick, "machine": env, "seconds": round(seconds, 1), "table": rows,
+        "issues": {"34": issue_34},
         "benches": {k: {"status": o.status, "detail": o.detail, "seconds": round(o.seconds, 1), "command": o.command[1:],
                         "results": o.data} for k, o in outcomes.items()},
     }
@@ -385,6 +507,10 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(payload, indent=1))
     print(f"results written to {out}")
+    if args.markdown:
+        Path(args.markdown).write_text(issue_markdown("Issue #34 [speed]: the targets, measured in one run", issue_34, env),
+                                       encoding="utf-8")
+        print(f"issue tables written to {args.markdown}")
     broken = [o.key for o in outcomes.values() if o.status in ("failed", "timeout")]
     if broken:
         print(f"benches that failed or timed out: {', '.join(broken)}")

@@ -175,7 +175,8 @@ def bench_race(base: Path) -> dict[str, Any]:
     with ProcessPoolExecutor(4) as pool:
         results = list(pool.map(_racer, [str(path)] * 4, [root.trace_id] * 4))
     seconds = time.perf_counter() - started
-    usage = asyncio.run(store.get_resource_usage(root.trace_id)) or {}
+    record = asyncio.run(store.get_resource_usage(root.trace_id))
+    usage = record.model_dump() if record is not None else {}
     held = usage.get("agents", 99) <= 20 and usage.get("llm_calls", 99) <= 60
     return {"processes": 4, "attempts": 200, "granted": sum(g for g, _ in results), "seconds": seconds,
             "agents": usage.get("agents"), "llm_calls": usage.get("llm_calls"), "limits_held": held}

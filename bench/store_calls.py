@@ -163,7 +163,7 @@ async def _model_calls(store: Any, root_id: str) -> tuple[int, int, int | None]:
     for trace in traces:
         assistant += sum(1 for m in await store.get_trace_messages(trace.trace_id) if m.role == "assistant")
     usage = await store.get_resource_usage(root_id)
-    return len(traces), assistant, (int(usage["llm_calls"]) if usage and "llm_calls" in usage else None)
+    return len(traces), assistant, (usage.llm_calls if usage is not None else None)
 
 
 async def run_one(scenario: str, store_kind: str, directory: str, agents: int, by_site: bool) -> dict[str, Any]:

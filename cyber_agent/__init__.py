@@ -13,9 +13,10 @@ providers.
 
 from __future__ import annotations
 
-import importlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cyber_agent._lazy import lazy_exports as _lazy_exports
 
 # Quiet by default (the library convention): nothing of the `cyber_agent.*` loggers reaches
 # stderr unless the application configures logging (`logging.basicConfig(level=logging.INFO)`
@@ -71,18 +72,5 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "cyber_agent.trace.store": ("FileSystemTraceStore",),
     "cyber_agent.trace.store_url": ("open_store",),
 }
-_ORIGIN = {name: module for module, names in _LAZY.items() for name in names}
 
-
-def __getattr__(name: str) -> Any:
-    """Import a re-exported name from its module on first use."""
-    module = _ORIGIN.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_exports(globals(), _LAZY)

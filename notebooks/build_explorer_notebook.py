@@ -43,7 +43,7 @@ def explore_a_run() -> list[nbformat.NotebookNode]:
 A recursive run of a real task easily spawns hundreds of agents and validators. A drawing of
 every trace at once is a grey smear, and a table of 800 rows hides the one branch that failed.
 This notebook shows the two tools for big trees: **drawings that fold** what does not fit into
-count nodes, and the **trace explorer**, a widget you open a branch at a time.
+count nodes, and the **trace explorer**, a tree you open a branch at a time.
 
 We need a big run, and we do not want to wait for one: `write_sample_tree` writes a seeded
 recursive-mode tree — a revenue audit, regions → products → months → invoice batches —
@@ -85,11 +85,11 @@ draw_trace_tree(STORE, ROOT, max_depth=1)"""),
         md("""
 ## The explorer
 
-`TraceExplorer` shows the tree as rows: **▸** a collapsed agent (with what lies below it:
-`+57: 3 failed/stopped, 4 ✗`), **▾** an expanded one, **·** a leaf. Select a row to see its page on
-the right — brief, report and the parent's review, verdicts, goals, usage and the last messages
-(read from the store when you first select the trace). The buttons expand and collapse the
-selected row, the find box jumps to the next trace matching a path, title, status or verdict.
+`TraceExplorer` shows the run as the toolkit's tree view: click a row to expand it and see its
+page — brief, report and the parent's review, verdicts, goals, usage —, search by path or text.
+Below it, the selected trace's page with its last messages (read from the store when you first
+select the trace). It is HTML, not a widget: saved, this notebook reopens as you left it, in
+JupyterLab, on GitHub and in nbviewer (where the tree is a collapsible outline).
 """),
         code("""
 from cyber_agent.notebook import TraceExplorer
@@ -97,8 +97,9 @@ from cyber_agent.notebook import TraceExplorer
 explorer = TraceExplorer(STORE, ROOT)
 explorer""", ignore=True),
         md("""
-Everything the buttons do is also a method, so you can steer the explorer from a cell (and the
-widget above follows). Where did an agent fail? `find` selects the next match and opens its
+The explorer's state is plain Python — rows you open a branch at a time (**▸** a collapsed
+agent, with what lies below it: `+57: 3 failed/stopped, 4 ✗`; **▾** an expanded one; **·** a
+leaf) and a selected trace — so you can steer it from a cell (and the page above follows). Where did an agent fail? `find` selects the next match and opens its
 ancestors:
 """),
         code("""
@@ -119,7 +120,7 @@ for name in ("brief", "verdicts"):
         print(" ", line)""", check=True),
         md("The rows now open, as text (`explorer.to_text()` prints them with the page):"),
         code("""
-for label, _ in explorer.tree.options[:14]:
+for label, _ in explorer.rows[:14]:
     print(label.replace("\\u00a0", " "))""", check=True),
         md("""
 ## Where the failures are, in pandas

@@ -235,7 +235,7 @@ for row in stale.itertuples():
 if stale.empty:
     print("  none")""", check=True),
         md("""
-Notebook 04 walks the same protocol step by step with a widget; notebook 03 covers the
+Notebook 04 walks the same protocol step by step; notebook 03 covers the
 tree-wide budget a recursive root freezes at creation; notebook 05 loads exported trees
 (`data/exports/recursive_demo.jsonl` is this run) into pandas.
 
@@ -254,8 +254,10 @@ def reports_and_validators() -> list[nbformat.NotebookNode]:
 Auditing a recursive run means answering, for every delegated task: what was the child asked
 (its **TaskBrief**), what did it claim (its **TaskReport**), how did an independent validator
 judge each completion criterion and on what evidence (**ValidationResult**), and what did the
-parent decide (**TaskReview**)? `ReportStepper` walks exactly that, in protocol order, with
-ipywidgets; every step is also plain text for when there is no widget frontend.
+parent decide (**TaskReview**)? `ReportStepper` walks exactly that, in protocol order. It is
+self-contained HTML (no widget), so this notebook reopens as you saved it — with its controls
+in JupyterLab, as a list of collapsible steps on GitHub or nbviewer — and every step is also
+plain text.
 
 We use the recursive demo (the revenue per region of `data/sales.csv`; two levels deep; every
 region's first report rejected and revised; a root validation).
@@ -310,17 +312,17 @@ from cyber_agent.notebook import ReportStepper
 stepper = ReportStepper(frames, ROOT)
 stepper""", ignore=True),
         md("""
-The widget's state is plain Python: the buttons and dropdowns only call `go`, `jump_to` and
-`filter_verdict`, so code can drive it too — and the widget above moves along. Jump to the
+The stepper's state is plain Python: `next`, `prev`, `go`, `jump_to` and `filter_verdict` do
+what the buttons and dropdowns do, so code can drive it too — and the stepper above moves along. Jump to the
 first explore agent (region East) and walk its seven steps:
 """),
         code("""
-east = next(trace for text, trace in stepper.trace_picker.options if text.startswith("explore 1 "))
+east = next(trace for text, trace in stepper.trace_options if text.startswith("explore 1 "))
 stepper.jump_to(east)
 for _ in range(7):
-    print(stepper.label.value)
+    print(stepper.label)
     print(stepper.current.to_text(), end="\\n\\n")
-    stepper.next_button.click()""", check=True),
+    stepper.next()""", check=True),
         md("""
 The first report summed one row of region East (a truncated read: `read_file` with
 `limit: 12`); validator 1 recomputed 152.00 from the whole file and failed the criterion; the
@@ -333,7 +335,7 @@ The verdict filter keeps the criterion verdicts of one kind — here every `fail
 """),
         code("""
 stepper.filter_verdict("fail")
-print(stepper.label.value)
+print(stepper.label)
 for item in stepper.visible:
     print("-", item.title)
     print("   ", item.lines[0])""", check=True),
@@ -344,7 +346,7 @@ print(stepper.to_text())""", check=True),
         md("""
 ## Text fallback
 
-Without a widget frontend (a terminal, a static HTML export, a CI log) the same steps are
+Without a notebook frontend (a terminal, a CI log) the same steps are
 text: `stepper.show()` prints the current step outside a notebook, `StepItem.to_text()` renders
 one step, and the titles alone are an outline of the whole protocol:
 """),
@@ -416,10 +418,10 @@ report → evidence check (fail) → review `revise` — no validator ran on it:
 """),
         code("""
 caught = ReportStepper(lied, run.trace_id)
-caught.jump_to(next(trace for text, trace in caught.trace_picker.options if text.startswith("explore 1 ")))
+caught.jump_to(next(trace for text, trace in caught.trace_options if text.startswith("explore 1 ")))
 for _ in range(4):
     print(caught.current.to_text(), end="\\n\\n")
-    caught.next_button.click()""", check=True),
+    caught.next()""", check=True),
         md("""
 The tree drawing marks a child whose report had unsupported claims with a red cross:
 """),

@@ -1,4 +1,4 @@
-"""Generate notebook 08 (legacy vs recursive, a sweep) with nbformat and execute it with nbclient.
+"""Generate notebook 08 (does delegation pay? legacy vs recursive, a sweep report) with nbformat and execute it with nbclient.
 
     .venv/bin/python notebooks/build_sweep_notebook.py            # write and execute it
     .venv/bin/python notebooks/build_sweep_notebook.py --no-run   # write without executing
@@ -34,12 +34,14 @@ pd.set_option("display.float_format", "{:.4g}".format)"""
 def legacy_vs_recursive() -> list[nbformat.NotebookNode]:
     return [
         md("""
-# 08 · Legacy vs recursive: a sweep
+# 08 · Does delegation pay? Legacy vs recursive, a sweep report
 
-Does **recursive mode** — briefs, independent validators, parent reviews, a root validator —
-beat **legacy mode** on accuracy, and what does it cost? One run answers nothing; a sweep over
-tasks × models × modes × repeats does. This notebook runs a small sweep offline and reads it as
-pandas:
+Does **recursive mode** — briefs, evidence checks, independent validators, parent reviews, a
+root validator — beat **legacy mode**, and what does it cost? One run answers nothing; a sweep
+over tasks × models × modes × repeats does. This notebook runs a small sweep offline and reads
+it as a report: per mode × model, the success rate with a confidence interval, cost, tokens,
+calls, agents and how the trees delegated; then one task in both modes side by side, where the
+legacy run went wrong, and the same report over imported runs.
 
 - **tasks**: the 16 bundled tasks of `data/tasks/` (8 arithmetic, 8 revenue lookups in small
   CSV tables), each with its expected answer and a numeric scorer;
@@ -95,60 +97,60 @@ report = await run_sweep(grid, store, on_progress=view)""", ignore=True),
         code("view", ignore=True),
         code("print(report.progress.done, 'cells run,', report.progress.failed, 'failed after retries')", check=True),
         md("""
-## One row per cell
+## One row per cell, with its tree's shape
 
-`report.frame()` (or `sweep_frame(store, grid)`, read from the store) has one row per cell:
-status, score, answer, tokens, cost, LLM calls, agents, duration and the root trace id.
+`sweep_frame(store, grid, shape=True)` has one row per cell — status, score, answer, tokens,
+cost, LLM calls, agents, duration, the root trace id — and the delegation shape of the cell's
+tree (docs/compare.md): nodes, depth, fan-out, the root's own work against its subtree's, and
+ReDel's heuristics: *overcommitted* (≤ 2 nodes: the root did it alone), *undercommitted* (a
+chain of ≥ 3 single-child hand-offs), *delegated without work*, *root did the work*. The
+thresholds are parameters (`over_max_nodes`, `chain_min`, `chain_max_children`).
 """),
         code("""
-frame = report.frame()
-columns = ["task", "model", "mode", "repeat", "status", "score", "answer", "tokens", "llm_calls", "agents"]
-frame[columns].head(6)""", check=True),
+from cyber_agent.experiments import sweep_frame
+
+frame = await sweep_frame(store, grid, shape=True)
+columns = ["task", "model", "mode", "repeat", "status", "score", "answer", "llm_calls", "agents", "nodes", "max_depth",
+           "own_share", "overcommitted"]
+frame.groupby(["task_type", "mode"]).head(2)[columns]""", check=True),
         md("""
-Every cell is an ordinary trace tree, so the notebook's frames read them too: `sweep_roots`
-lists the finished cells' roots for `ato_frames` (`to_frames` in a script). Agents, validators
-and messages of all cells, per mode:
+## The report: does delegation pay?
+
+`delegation_report` groups the cells (by mode × model here; any columns will do) and gives, per
+group: runs, judged runs, successes, the success rate with its **Wilson score interval** (95 %
+by default: honest at 0 % and 100 %, unlike mean ± s.d.), mean and total cost and the cost per
+success, mean tokens, calls and agents, and the shape's means and rates.
 """),
         code("""
-from cyber_agent.experiments import sweep_roots
-from cyber_agent.notebook import ato_frames
+from cyber_agent.experiments import delegation_report
 
-frames = await ato_frames(store, await sweep_roots(store, grid))
-modes = frame.set_index("trace_id")["mode"]
-traces = frames.traces.assign(mode=frames.traces["root_trace_id"].map(modes))
-messages = frames.messages.assign(mode=frames.messages["trace_id"].map(traces.set_index("trace_id")["mode"]))
-pd.DataFrame({"traces": traces.groupby("mode").size(), "validators": traces.groupby("mode")["is_validator"].sum(),
-              "messages": messages.groupby("mode").size()})""", check=True),
+pays = delegation_report(frame)
+pays[["mode", "model", "runs", "successes", "success_rate", "ci_low", "ci_high", "cost_mean", "cost_per_success",
+      "llm_calls_mean", "agents_mean"]]""", check=True),
+        md("How the trees delegated, per group:"),
+        code("""
+pays[["mode", "model", "nodes_mean", "max_depth_mean", "own_share_mean", "overcommitted_rate", "undercommitted_rate",
+      "delegated_without_work_rate", "root_did_the_work_rate"]]""", check=True),
+        md("Success against cost — each point a group, its bar the Wilson interval:"),
+        code("""
+from cyber_agent.experiments import plot_success_vs_cost
+
+plot_success_vs_cost(pays)"""),
         md("""
-## Accuracy and cost per mode
-
-`summarize` takes each repeat's mean over the tasks as one sample, so `score_std` and
-`cost_std` are the spread across the three repeats (the error bars below).
+Per task type: arithmetic needs no delegation (the root computes it alone in both modes, so the
+tree is *overcommitted* by ReDel's definition), a lookup is handed to a child in recursive mode.
 """),
         code("""
-from cyber_agent.experiments import summarize
-
-summary = summarize(frame)
-summary[["mode", "model", "score_mean", "score_std", "cost_mean", "cost_std", "llm_calls_mean", "cells"]]""",
+by_type = delegation_report(frame, by=["task_type", "mode"])
+by_type[["task_type", "mode", "runs", "success_rate", "ci_low", "ci_high", "cost_mean", "nodes_mean", "overcommitted_rate"]]""",
              check=True),
-        code("""
-from cyber_agent.experiments import plot_metric
-
-plot_metric(frame, "score", by="mode", hue="model", title="Accuracy per mode (error bars: 1 s.d. across repeats)")"""),
-        code("""
-plot_metric(frame, "cost", by="mode", hue="model", title="Cost per cell per mode")"""),
-        md("Both at once — what each point of accuracy costs:"),
-        code("""
-from cyber_agent.experiments import plot_score_vs_cost
-
-plot_score_vs_cost(frame)"""),
         md("""
 ## Where the difference comes from
 
-In legacy mode a wrong number is the answer. In recursive mode each report goes to an
-independent validator that recomputes it from the source; a wrong one fails, the parent sends
-it back with the validator's evidence, and the next attempt draws again. Count the verdicts and
-revisions of the recursive cells:
+In legacy mode a wrong number is the answer. In recursive mode each report first meets the
+evidence check (every number must occur in what the child read), then an independent
+validator; a wrong one fails, the parent sends it back, and the next attempt draws again.
+Count the verdicts and revisions of the recursive cells:
 """),
         code("""
 traces = await store.list_traces(limit=None)
@@ -164,10 +166,66 @@ print("revisions asked by parents:", revisions)""", check=True),
         code("""
 pairs = frame.pivot_table(index=["task", "model", "repeat"], columns="mode", values="score", aggfunc="first")
 fixed = pairs[(pairs["legacy"] == 0) & (pairs["recursive"] == 1)].reset_index()
-example = fixed.iloc[0]
+lookups = fixed[fixed["task"].str.startswith("lookup")]
+example = (lookups if len(lookups) else fixed).iloc[0]
 rows = frame[(frame["task"] == example["task"]) & (frame["model"] == example["model"]) & (frame["repeat"] == example["repeat"])]
 print(len(fixed), "cells wrong in legacy mode and right in recursive mode; for example:")
-rows[["task", "model", "mode", "repeat", "answer", "score", "llm_calls"]]""", check=True),
+rows[["task", "model", "mode", "repeat", "answer", "score", "llm_calls", "nodes"]]""", check=True),
+        md("""
+## The two trees of that cell, aligned
+
+`compare_trees` aligns the legacy tree (a) with the recursive one (b): nodes matched by role,
+position and brief; inserted, deleted and relabelled nodes; per pair the deltas of outcome,
+verdict, tokens, cost, calls. `draw_comparison` draws both, coloured by difference.
+"""),
+        code("""
+from cyber_agent.analysis import compare_trees, comparison_counts
+from cyber_agent.notebook.tree_diff import draw_comparison
+
+legacy_root = rows[rows["mode"] == "legacy"]["trace_id"].iloc[0]
+recursive_root = rows[rows["mode"] == "recursive"]["trace_id"].iloc[0]
+cmp = await compare_trees(store, legacy_root, store, recursive_root)
+print(comparison_counts(cmp).to_dict(orient="records"))
+cmp[["kind", "role", "brief_b", "status_a", "status_b", "llm_calls_a", "llm_calls_b"]]""", check=True),
+        code("""
+draw_comparison(cmp, side_by_side=True, names=("legacy", "recursive"))"""),
+        md("""
+## Where the legacy run went wrong
+
+`explain` names the first node and step where a run went wrong — from validator verdicts, the
+evidence check, refusals, budget events and stop reasons, in time and goal-tree order. Legacy
+mode records no check and runs no validator, so `explain` runs the evidence check itself on
+every answer: the wrong number occurs in none of the agent's tool results. The drawing
+highlights the path from the root to it.
+"""),
+        code("""
+from cyber_agent.analysis import explain
+from cyber_agent.notebook import draw_trace_tree
+
+where = await explain(store, legacy_root)
+print(where.kind, "at step", where.step, "of", "the root" if where.trace_id == legacy_root else "a sub-agent")
+print(where.detail)""", check=True),
+        code("""
+draw_trace_tree(store, legacy_root, highlight=where)"""),
+        md("""
+## The same report over imported runs
+
+The report reads any frame of one row per run. `runs_frame` builds one from a store — native
+runs or imported ones (`cyber_agent/importers/`, notebook 09) — with the source, the root's
+verdict (an imported score, a root validator), the numbers over the tree and the shape. Group
+it by any column: here the four real ReDel trees of `tests/data/redel/`, by their size. ReDel's
+files record no success, so the report says so (no judged run, no rate) instead of making one up.
+"""),
+        code("""
+from cyber_agent.experiments import runs_frame
+from cyber_agent.importers import import_runs
+
+imported = await import_runs([REPO / "tests" / "data" / "redel"], store, source="redel")
+runs = await runs_frame(store, imported.roots)
+runs["size"] = ["fan-out of 5+" if n > 5 else "small" for n in runs["nodes"]]
+delegation_report(runs, by=["source", "size"])[["source", "size", "runs", "judged", "success_rate", "llm_calls_mean",
+                                                 "nodes_mean", "max_depth_mean", "overcommitted_rate",
+                                                 "undercommitted_rate", "delegated_without_work_rate"]]""", check=True),
         md("""
 ## Resume: a second run does nothing
 
@@ -178,18 +236,23 @@ nothing finished runs twice).
         code("""
 again = await run_sweep(grid, store)
 print(again.progress.skipped, "cells skipped,", again.progress.done, "run")
-print("same frame:", again.frame().equals(frame))""", check=True),
+print("same frame:", again.frame().equals(report.frame()))""", check=True),
         md("""
 ## Take-aways
 
-- At both error rates recursive mode is more accurate: its validators catch most wrong
-  numbers and the revisions fix them; the cells it still gets wrong are those whose every
-  attempt erred.
-- It costs several times more per cell (more calls: validators, reviews, revisions), and the
-  cost grows with the error rate — each caught error buys another round.
-- The spread across repeats is the honest error bar of a sweep this small; add repeats (seeds)
-  to narrow it. Swap the fallible model for real providers (`openai:...`, `anthropic:...`) in
-  the same grid to ask the question of real models.
+- **Recursive mode is more accurate**, and the interval says how sure that is: at error rate 0.3
+  legacy succeeds on 73 % of cells (95 % interval 59–83 %) and recursive on 98 % (89–100 %) —
+  disjoint intervals; at 0.1 the intervals (86–99 % against 93–100 %) overlap: 48 cells per
+  group cannot tell a 4-point gain from luck.
+- **It costs 6–9× more per cell**, and about 6× more per success: evidence checks, validators,
+  reviews and revisions are model calls, and each caught error buys another round.
+- **It is the checking, not the delegation, that pays here.** These tasks are small: a
+  recursive tree has at most two agents (the root and one child for a lookup), so every tree is
+  *overcommitted* by ReDel's definition and the root does most of the work (`own_share` ≈ 0.8).
+  The shape columns are there to tell wider trees apart — the ReDel trees above delegate up to
+  eight helpers.
+- Swap the fallible model for real providers (`openai:...`, `anthropic:...`) in the same grid
+  to ask the question of real models; add repeats to narrow the intervals.
 """),
     ]
 

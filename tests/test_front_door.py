@@ -70,3 +70,23 @@ def test_the_front_door_names_the_first_things_a_program_needs():
 
     assert {"AgentRunner", "RunConfig", "RunResult", "open_store", "ToolRegistry", "TaskBrief"} <= set(cyber_agent.__all__)
     assert cyber_agent.AgentRunner.__module__ == "cyber_agent.core.runner"
+
+
+def test_an_export_wins_over_its_same_named_submodule_imported_first() -> None:
+    """`cyber_agent.notebook.launch` is both a module and the function it exports.
+
+    Loaded lazily, whichever code imports the submodule first must not leave the package's
+    `launch` (or `budget_table`) pointing at the module.
+    """
+    import subprocess
+    import sys
+
+    code = ("import cyber_agent.notebook.launch, cyber_agent.notebook.budget_table\n"
+            "from cyber_agent.notebook import launch, budget_table\n"
+            "import types\n"
+            "assert not isinstance(launch, types.ModuleType), launch\n"
+            "assert not isinstance(budget_table, types.ModuleType), budget_table\n"
+            "from cyber_agent.notebook.launch import RunHandle\n"
+            "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr

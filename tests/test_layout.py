@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,13 +27,14 @@ SEED_SHIMS = frozenset(f"trace/{name}" for name in TRACE_SEED_REEXPORTS)
 """Paths (relative to cyber_agent/) left out of the package graph, by exact name."""
 
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"errors"}),
+    frozenset({"errors", "_lazy"}),
     frozenset({"llm"}),
     frozenset({"trace"}),
     frozenset({"tools"}),
     frozenset({"protocol"}),
     frozenset({"core"}),
-    frozenset({"analysis", "experiments", "importers", "otel", "server"}),
+    frozenset({"analysis"}),
+    frozenset({"experiments", "importers", "otel", "server"}),
     frozenset({"notebook"}),
     frozenset({"cli", "__init__"}),
 )
@@ -196,9 +198,13 @@ def test_http_routing_lives_in_server():
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}: routes belong in cyber_agent/server/"
 
 
+LEAF_MODULES = frozenset({"cyber_agent.errors", "cyber_agent._lazy"})
+"""Top-level modules that import nothing of the package (the error tree; the lazy-export helper)."""
+
+
 def test_llm_imports_only_errors_and_itself():
     for path in modules("llm"):
-        bad = {n for n in imports_of(path) if not (n == "cyber_agent.errors" or n.startswith("cyber_agent.llm"))}
+        bad = {n for n in imports_of(path) if not (n in LEAF_MODULES or n.startswith("cyber_agent.llm"))}
         assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
 
 
@@ -284,3 +290,25 @@ def test_test_modules_have_unique_basenames():
         names.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
     clashes = {name: paths for name, paths in names.items() if len(paths) > 1}
     assert not clashes, f"rename one of each: {clashes}"
+
+
+_STORE_TABLES = ("traces", "messages", "events", "side_records", "exchanges", "schema_versions")
+_SQL_NAMING_A_TABLE = re.compile(r"\b(?:FROM|JOIN|INTO|UPDATE|TABLE)\s+(?:" + "|".join(_STORE_TABLES) + r")\b")
+
+
+def test_the_notebook_layer_names_no_store_table():
+    """Frames are read through the stores' read methods (`read_records`, `read_columns`): notebook/ holds no SQL
+    over a store's tables and no database driver, so a store's schema has one owner (trace/)."""
+    offenders = []
+    for path in sorted((PACKAGE / "notebook").rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        for match in _SQL_NAMING_A_TABLE.finditer(text):
+            offenders.append(f"{path.relative_to(ROOT)}: {match.group(0)!r}")
+        drivers = {name for name in imports_of(path, prefix="") if name.split(".")[0] in ("sqlite3", "psycopg", "adbc_driver_sqlite")}
+        offenders.extend(f"{path.relative_to(ROOT)} imports {name}" for name in sorted(drivers))
+    assert not offenders, offenders
+
+
+def test_the_table_check_sees_sql():
+    assert _SQL_NAMING_A_TABLE.search("SELECT data FROM messages WHERE trace_id = ?")
+    assert not _SQL_NAMING_A_TABLE.search("from messages of the cell it is executing")

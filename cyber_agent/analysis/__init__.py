@@ -9,13 +9,14 @@ Everything reads through the TraceStore API (`read_records`), so imported trees 
 """
 
 from cyber_agent.analysis.align import ALIGNMENT_COLUMNS, align_trees, compare_runs, compare_trees, comparison_counts
-from cyber_agent.analysis.explain import Attribution, explain
+from cyber_agent.analysis.explain import Attribution, EvidenceMode, explain
 from cyber_agent.analysis.shape import SHAPE_COLUMNS, delegation_shape, shape_of, tree_shape
-from cyber_agent.analysis.tree import Tree, TreeNode, build_tree, load_tree, node_label, normalise_brief
+from cyber_agent.analysis.tree import Tree, TreeNode, build_tree, load_tree, load_trees, node_label, normalise_brief
 
 __all__ = [
     "ALIGNMENT_COLUMNS",
     "Attribution",
+    "EvidenceMode",
     "SHAPE_COLUMNS",
     "Tree",
     "TreeNode",
@@ -27,6 +28,7 @@ __all__ = [
     "delegation_shape",
     "explain",
     "load_tree",
+    "load_trees",
     "node_label",
     "normalise_brief",
     "shape_of",

@@ -15,14 +15,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from cyber_agent.analysis.tree import Tree, TreeNode, load_tree
+from cyber_agent.analysis.tree import Tree, TreeNode, load_trees
 from cyber_agent.errors import ConfigurationError
 from cyber_agent.trace.protocols import TraceReader
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["DELEGATION_TOOLS", "SHAPE_COLUMNS", "delegation_shape", "shape_of", "tree_shape"]
+__all__ = ["DELEGATION_TOOLS", "SHAPE_COLUMNS", "check_thresholds", "delegation_shape", "shape_of", "tree_shape"]
 
 DELEGATION_TOOLS = frozenset({"agent", "delegate"})
 """Tools that hand work to a child: cyber_agent's `agent()`, ReDel's `delegate`."""
@@ -114,12 +114,17 @@ async def delegation_shape(store: TraceReader, roots: Sequence[str] | str, *, ov
     """
     if isinstance(roots, str):
         roots = [roots]
+    check_thresholds(over_max_nodes=over_max_nodes, chain_min=chain_min, chain_max_children=chain_max_children, work=work)
+    trees = await load_trees(store, roots)
+    return tree_shape(trees, over_max_nodes=over_max_nodes, chain_min=chain_min, chain_max_children=chain_max_children,
+                      validators=validators, work=work, delegation_tools=frozenset(delegation_tools))
+
+
+def check_thresholds(*, over_max_nodes: int, chain_min: int, chain_max_children: int, work: str) -> None:
+    """Refuse thresholds that are not non-negative ints (`chain_min` >= 1) and an unknown work measure."""
     for name, value in (("over_max_nodes", over_max_nodes), ("chain_min", chain_min),
                         ("chain_max_children", chain_max_children)):
         if type(value) is not int or value < (1 if name == "chain_min" else 0):
             raise ConfigurationError(name, f"must be a non-negative int (chain_min >= 1), got {value!r}")
     if work not in ("llm_calls", "tokens"):
         raise ConfigurationError("work", f"must be 'llm_calls' or 'tokens', got {work!r}")
-    trees = [await load_tree(store, root) for root in roots]
-    return tree_shape(trees, over_max_nodes=over_max_nodes, chain_min=chain_min, chain_max_children=chain_max_children,
-                      validators=validators, work=work, delegation_tools=frozenset(delegation_tools))

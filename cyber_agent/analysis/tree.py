@@ -16,7 +16,18 @@ from cyber_agent.errors import ConfigurationError, TraceNotFoundError
 from cyber_agent.trace.protocols import TraceReader
 from cyber_agent.trace.records import TraceRecord, parse_time
 
-__all__ = ["NodeRole", "Tree", "TreeNode", "build_tree", "load_tree", "node_label", "normalise_brief", "tree_from_records"]
+__all__ = [
+    "NodeRole",
+    "Tree",
+    "TreeNode",
+    "build_tree",
+    "load_tree",
+    "load_trees",
+    "node_label",
+    "normalise_brief",
+    "tree_from_records",
+    "trees_from_records",
+]
 
 NodeRole = Literal["root", "child", "validator"]
 
@@ -159,6 +170,29 @@ def tree_from_records(records: Sequence[TraceRecord], root_id: str) -> Tree:
     return build_tree(root_id, nodes)
 
 
+def trees_from_records(records: Sequence[TraceRecord], root_ids: Sequence[str]) -> list[Tree]:
+    """The tree of each of `root_ids` among `records` (one pass: records are grouped by their root first)."""
+    nodes = {r.trace_id: _node(r) for r in records}
+    wanted = set(root_ids)
+    top: dict[str, str] = {}  # trace id -> the wanted root above it (records come parents first)
+    groups: dict[str, dict[str, TreeNode]] = {root: {} for root in root_ids}
+    for record in records:
+        trace_id, parent = record.trace_id, record.trace.get("parent_trace_id")
+        owner = trace_id if trace_id in wanted else top.get(parent) if isinstance(parent, str) else None
+        if owner is None:
+            continue
+        top[trace_id] = owner
+        groups[owner][trace_id] = nodes[trace_id]
+    trees = []
+    for root in root_ids:
+        if root not in groups[root]:
+            raise TraceNotFoundError(root)
+        groups[root][root].parent = None
+        groups[root][root].role = "root"
+        trees.append(build_tree(root, groups[root]))
+    return trees
+
+
 def build_tree(root_id: str, nodes: dict[str, TreeNode]) -> Tree:
     """Link `nodes` (children in the order given) under `root_id`; depth, position and size are set here."""
     for node in nodes.values():
@@ -187,3 +221,16 @@ async def load_tree(store: TraceReader, root_id: str, *, messages: bool = True) 
         raise ConfigurationError("root_id", f"must be a trace id string, got {root_id!r}; pass the root's trace_id")
     records = await store.read_records([root_id], messages=messages, events=False)
     return tree_from_records(records, root_id)
+
+
+async def load_trees(store: TraceReader, root_ids: Sequence[str], *, messages: bool = True) -> list[Tree]:
+    """The trees under each of `root_ids` in `store`, read in one `read_records` call (same order as `root_ids`)."""
+    roots = list(dict.fromkeys(root_ids))
+    for root in roots:
+        if not isinstance(root, str) or not root:
+            raise ConfigurationError("root_ids", f"every root must be a trace id string, got {root!r}")
+    if not roots:
+        return []
+    records = await store.read_records(roots, messages=messages, events=False)
+    by_root = {tree.root: tree for tree in trees_from_records(records, roots)}
+    return [by_root[root] for root in root_ids]

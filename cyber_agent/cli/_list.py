@@ -67,14 +67,6 @@ def add_list(sub: Subparsers) -> None:
     set_async_handler(listing, list_command)
 
 
-def _matches(trace: Trace, args: argparse.Namespace) -> bool:
-    return ((args.all_traces or trace.parent_trace_id is None)
-            and (args.status is None or trace.status == args.status)
-            and (args.mode is None or trace.lineage.mode == args.mode)
-            and (args.model is None or trace.model == args.model)
-            and (args.since is None or trace.created_at >= args.since))
-
-
 def _row_text(trace: Trace) -> str:
     task = " ".join((trace.task or "").split())
     task = task if len(task) <= 60 else task[:59] + "…"
@@ -88,12 +80,14 @@ async def list_command(args: argparse.Namespace) -> int:
     from cyber_agent.cli._documents import ListDocument, ListFilters, print_document, trace_row
     from cyber_agent.trace import open_store
     from cyber_agent.trace.store_listing import list_traces_report
+    from cyber_agent.trace.trace_filter import TraceFilter
     from cyber_agent.trace.store_url import store_url_of
 
     store = open_store(args.store, create=False)  # a read never creates a database
-    # The store filters by its own fields; root-only, model and time are applied here, before the limit.
-    listing = await list_traces_report(store, status=args.status, limit=None)
-    matched = [t for t in listing.traces if _matches(t, args)]
+    where = TraceFilter(roots_only=not args.all_traces, status=args.status, agent_mode=args.mode, model=args.model,
+                        since=args.since, limit=None)  # the limit is applied here: `more` counts what it cut
+    listing = await list_traces_report(store, where)
+    matched = listing.traces
     limit = args.limit or None
     shown = matched if limit is None else matched[:limit]
     damaged = [f"{e.path} ({e.kind}): {e.detail}" for e in listing.errors]

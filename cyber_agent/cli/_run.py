@@ -125,7 +125,8 @@ async def _run(args: argparse.Namespace, task: str, mode: str, anchor: dict[str,
     usage = await store.get_resource_usage(trace.trace_id) if mode == "recursive" else None
     url = store_url_of(store) or "memory:"
     if args.json:
-        budget = {k: v for k, v in (usage or {}).items() if isinstance(v, int) and not isinstance(v, bool)}
+        budget = {k: v for k, v in (usage.model_dump() if usage else {}).items()
+                  if isinstance(v, int) and not isinstance(v, bool)}
         print_document(RunDocument(
             trace_id=trace.trace_id, status=trace.status, answer=result.answer,
             error=trace.error_message if trace.status != "completed" else None, agent_mode=trace.lineage.mode,
@@ -140,7 +141,7 @@ async def _run(args: argparse.Namespace, task: str, mode: str, anchor: dict[str,
     print()
     print(totals_line(totals))
     if usage:
-        print(f"tree budget used: {usage['agents']} agents, {usage['llm_calls']} LLM calls, "
-              f"{usage['validation_tool_calls']} validation tool calls")
+        print(f"tree budget used: {usage.agents} agents, {usage.llm_calls} LLM calls, "
+              f"{usage.validation_tool_calls} validation tool calls")
     print(f"trace id: {trace.trace_id}  (store: {url}; `{show_hint(url, trace.trace_id)}`)")
     return 0 if trace.status == "completed" else 1

@@ -94,8 +94,7 @@ async def export_command(args: argparse.Namespace) -> int:
 
 async def report_command(args: argparse.Namespace) -> int:
     """Write the run `args.root_id` of `--store` as one HTML file."""
-    from cyber_agent.notebook.frames import ato_frames
-    from cyber_agent.notebook.tree_view import export_html
+    from cyber_agent.notebook.tree_view import atree_view, write_document
     from cyber_agent.trace import open_store
 
     store = open_store(args.store)
@@ -103,8 +102,8 @@ async def report_command(args: argparse.Namespace) -> int:
         print(f"no trace {args.root_id!r} in {store!r}; pick the store with --store URL (file:.trace, sqlite:///runs.db)",
               file=sys.stderr)
         return 1
-    frames = await ato_frames(store, [args.root_id], messages=False, events=False)
-    print(f"wrote {export_html(frames, args.root_id, args.out)}")
+    view = await atree_view(store, args.root_id, page_limit=None)  # every page, with its last messages
+    print(f"wrote {write_document(view, args.out)}")
     return 0
 
 

@@ -26,7 +26,7 @@ def add_sweep(sub: Subparsers) -> None:
     sweep.add_argument("--concurrency", type=int, default=None, help="cells in flight (default: the file's, else 8)")
     sweep.add_argument("--backend", choices=["asyncio", "process", "ray"], default=None,
                        help="where cells run (default: the file's, else asyncio)")
-    sweep.add_argument("--workers", type=int, default=None, help="process or Ray workers (default: the concurrency)")
+    sweep.add_argument("--workers", type=int, default=None, help="process or Ray worker processes (default: the cores; each runs its share of --concurrency)")
     sweep.add_argument("--quiet", action="store_true", help="no progress bar")
     add_store_option(sweep)
     add_json_option(sweep, "SweepDocument")

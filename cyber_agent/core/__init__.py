@@ -9,8 +9,9 @@ in the docs where a reader needs them (`tests/test_front_door.py` checks the exp
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cyber_agent._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from cyber_agent.core.archetypes import AgentDefinition, ArchetypeRegistry
@@ -54,18 +55,5 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "cyber_agent.core.stop": ("StopRegistry",),
     "cyber_agent.core.tool_maker": ("LLMToolMaker",),
 }
-_ORIGIN = {name: module for module, names in _LAZY.items() for name in names}
 
-
-def __getattr__(name: str) -> Any:
-    """Import a re-exported name from its module on first use."""
-    module = _ORIGIN.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_exports(globals(), _LAZY)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from cyber_agent.errors import ConflictError, CorruptRecordError, InvalidUpdateError, NotFoundError
 from cyber_agent.llm.types import ToolCall
@@ -25,6 +25,7 @@ from cyber_agent.tools.registry import ToolRegistry
 from cyber_agent.trace.approval_records import ApprovalBatch, PendingCall
 from cyber_agent.trace.models import utc_now
 from cyber_agent.trace.protocols import TraceStore
+from cyber_agent.trace.side_records import ToolApprovals
 from cyber_agent.trace.store_listing import list_traces_report
 
 __all__ = [
@@ -56,18 +57,16 @@ class CallDecision(BaseModel):
 
 
 async def _load(store: TraceStore, trace_id: str) -> list[ApprovalBatch]:
-    state = await store.get_tool_approvals(trace_id) or {}
-    try:
-        return [ApprovalBatch.model_validate(b) for b in state.get("batches", [])]
-    except ValidationError as exc:
-        raise CorruptRecordError(f"{trace_id}/tool_approvals.json", f"invalid approval batch: {exc.errors()[0]['msg']}") from None
+    # The store parses the record (CorruptRecordError naming `tool_approvals.json` when a batch does not fit).
+    state = await store.get_tool_approvals(trace_id)
+    return list(state.batches) if state is not None else []
 
 
 async def save_batch(store: TraceStore, batch: ApprovalBatch) -> None:
     """Persist a batch (replacing the one with the same id)."""
     batches = [b for b in await _load(store, batch.trace_id) if b.batch_id != batch.batch_id]
     batches.append(batch)
-    await store.replace_tool_approvals(batch.trace_id, {"batches": [b.model_dump(mode="json") for b in batches]})
+    await store.replace_tool_approvals(batch.trace_id, ToolApprovals(batches=batches))
 
 
 async def current_batch(store: TraceStore, trace_id: str) -> ApprovalBatch | None:

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from cyber_agent.llm.types import ToolCall
 from cyber_agent.trace.events import TraceEvent
-from cyber_agent.trace.models import Message
+from cyber_agent.trace.models import Message, MessageMetadata
 
 __all__ = ["TOOL_CALL_STARTED", "OpenCall", "filler_result", "has_open_calls", "history_of", "open_tail_calls", "started_calls"]
 
@@ -104,7 +104,7 @@ def filler_result(assistant: Message, item: OpenCall, *, goal_id: str | None) ->
     return Message.create(
         trace_id=assistant.trace_id, role="tool", tool_call_id=item.call.id, tool_name=item.call.name, goal_id=goal_id,
         content=EXECUTION_UNKNOWN if unknown else NOT_EXECUTED,
-        metadata={"is_error": True, "execution_unknown": True} if unknown else {"is_error": True, "not_executed": True},
+        metadata=MessageMetadata(is_error=True, execution_unknown=True) if unknown else MessageMetadata(is_error=True, not_executed=True),
     )
 
 

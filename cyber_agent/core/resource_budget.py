@@ -18,13 +18,11 @@ from __future__ import annotations
 import math
 
 import asyncio
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
-from pydantic import ValidationError
 
 from cyber_agent.core.hooks import UNPRICED_HELP
-from cyber_agent.errors import BudgetExceededError, CorruptRecordError, RunError
+from cyber_agent.errors import BudgetExceededError, RunError
 from cyber_agent.trace.budget_limits import BUDGET_ENV, ResourceBudget, ResourceUsage
 from cyber_agent.trace.models import utc_now
 from cyber_agent.trace.protocols import TraceStore
@@ -32,8 +30,6 @@ from cyber_agent.trace.protocols import TraceStore
 __all__ = ["BUDGET_ENV", "ResourceBudget", "ResourceBudgetController", "ResourceUsage"]
 
 
-_ADDED_FIELDS = frozenset({"unpriced_calls"})
-"""Fields added after records were first written: an older record without them is not corrupt."""
 
 
 class _Refusal(Exception):
@@ -60,39 +56,30 @@ class ResourceBudgetController:
     async def initialize(self) -> ResourceUsage:
         """Write the initial usage of a new root (the root counts as one agent)."""
         usage = ResourceUsage()
-        await self.store.replace_resource_usage(self.root_trace_id, usage.model_dump(mode="json"))
+        await self.store.replace_resource_usage(self.root_trace_id, usage)
         return usage
 
-    def _parse(self, raw: Mapping[str, Any] | None) -> ResourceUsage:
-        if raw is None:
+    def _require(self, usage: ResourceUsage | None) -> ResourceUsage:
+        # The store parsed the record (an incomplete or invalid one raised CorruptRecordError: fail closed).
+        if usage is None:
             raise RunError(
                 f"resource usage of recursive root {self.root_trace_id!r} is missing; the tree cannot continue "
                 "safely — start a new task"
             )
-        where = f"{self.root_trace_id}/resource_usage.json"
-        # Defaults would silently reset a truncated record to zero usage: every field must be there.
-        missing = sorted(set(ResourceUsage.model_fields) - set(raw) - _ADDED_FIELDS)
-        if missing:
-            raise CorruptRecordError(where, f"usage record lacks {', '.join(missing)}; the tree cannot continue safely")
-        try:
-            return ResourceUsage.model_validate(raw)
-        except ValidationError as exc:
-            error = exc.errors()[0]
-            field = ".".join(str(p) for p in error["loc"])
-            raise CorruptRecordError(where, f"invalid usage record: {field}: {error['msg']}") from None
+        return usage
 
     async def usage(self) -> ResourceUsage:
         """Return the persisted usage; fail closed when it is missing or corrupt."""
-        return self._parse(await self.store.get_resource_usage(self.root_trace_id))
+        return self._require(await self.store.get_resource_usage(self.root_trace_id))
 
     async def _atomically(self, step: _Step) -> ResourceUsage:
         """Run `step` on the persisted usage as one store step; a refusal is counted, then raised."""
         refused: list[_Refusal] = []
         result: list[ResourceUsage] = []
 
-        def change(raw: dict[str, Any] | None) -> dict[str, Any] | None:
+        def change(current: ResourceUsage | None) -> ResourceUsage | None:
             refused.clear()
-            usage = self._parse(raw)
+            usage = self._require(current)
             try:
                 write = step(usage)
             except _Refusal as refusal:
@@ -104,7 +91,7 @@ class ResourceBudgetController:
             if not write:
                 return None
             usage.updated_at = utc_now()
-            return usage.model_dump(mode="json")
+            return usage
 
         async with self._lock:
             await self.store.update_resource_usage(self.root_trace_id, change)

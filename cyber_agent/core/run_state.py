@@ -23,7 +23,7 @@ from cyber_agent.core.resource_budget import ResourceBudgetController
 from cyber_agent.core.stop import StopRegistry, persisted_stop_reason
 from cyber_agent.errors import RunError
 from cyber_agent.tools.registry import ToolRegistry
-from cyber_agent.trace.models import Message, Trace
+from cyber_agent.trace.models import Message, MessageMetadata, Trace
 from cyber_agent.trace.protocols import TraceStore
 
 __all__ = ["BudgetLookup", "RunServices", "RunState"]
@@ -172,6 +172,6 @@ class RunServices:
         """Append a runner-authored user message (protocol feedback) to the running trace."""
         message = Message.create(
             trace_id=state.trace.trace_id, role="user", goal_id=state.goal_id, content=text,
-            parent_sequence=state.head or None, metadata={"protocol": True}, branch=state.branch,
+            parent_sequence=state.head or None, metadata=MessageMetadata(protocol=True), branch=state.branch,
         )
         return await self.persist(state, message)

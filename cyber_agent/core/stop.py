@@ -42,11 +42,11 @@ async def persisted_stop_reason(store: TraceReader, lineage: Sequence[str]) -> s
         return None
     own = requests.get(lineage[0])
     if own is not None:
-        return str(own.get("reason") or "stop requested")
+        return own.reason or "stop requested"
     for ancestor in lineage[1:]:
         request = requests.get(ancestor)
-        if request is not None and request.get("subtree", True):
-            return f"ancestor {ancestor} stopped: {request.get('reason') or 'stop requested'}"
+        if request is not None and request.subtree:
+            return f"ancestor {ancestor} stopped: {request.reason or 'stop requested'}"
     return None
 
 

@@ -73,8 +73,8 @@ async def _agents(store: TraceStore, root: Trace) -> int:
     """
     if root.lineage.mode == "recursive":
         usage = await store.get_resource_usage(root.trace_id)
-        if usage is not None and isinstance(usage.get("agents"), int):
-            return int(usage["agents"])
+        if usage is not None:
+            return usage.agents
     return 1 + root.lineage.child_count
 
 

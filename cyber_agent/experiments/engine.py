@@ -5,17 +5,20 @@
 scorer changed, then runs every other cell — retrying a cell whose run raised up to
 `Sweep.max_retries` — and returns a `SweepReport` read back from the store.
 
-On the asyncio backend each cell first takes one of its provider's adaptive slots, then one of
-the `concurrency` global slots: a provider that is cut back holds no global slot while it
-waits, so the others keep their throughput. The process pool and Ray backends
-(`cyber_agent/experiments/pool.py`) run the same `run_attempts` in workers that open the
-store by URL; the driver hands out cells and reads the results back from the store.
+`concurrency` is the cells in flight on every backend. On the asyncio backend each cell first
+takes one of its provider's adaptive slots, then one of the `concurrency` global slots
+(`cell_slots`): a provider that is cut back holds no global slot while it waits, so the others
+keep their throughput. The process pool and Ray backends (`cyber_agent/experiments/pool.py`)
+run the same `run_attempts` under the same slots in warm worker processes, each with its share
+of `concurrency`; they open the store by URL, and the driver hands out cells and reads the
+results back from the store.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
@@ -24,9 +27,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from cyber_agent.errors import ConfigurationError
 from cyber_agent.experiments.cell_run import run_cell, score_record
-from cyber_agent.experiments.grid import Mode, ModelEntry, Sweep
+from cyber_agent.experiments.grid import Mode, ModelEntry, Sweep, SweepCell
 from cyber_agent.experiments.ledger import CellStatus, read_ledger
-from cyber_agent.experiments.limiter import LimiterState, ProviderLimits
+from cyber_agent.experiments.limiter import DEFAULT_CONCURRENCY, LimiterState, ProviderLimits
 from cyber_agent.experiments.progress import ProgressObserver, SweepProgress, safe_observer
 from cyber_agent.experiments.scorers import Scorer
 from cyber_agent.experiments.tasks import SweepTask
@@ -37,7 +40,7 @@ from cyber_agent.trace.sweep_records import SweepCellRecord
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["Backend", "SweepReport", "run_attempts", "run_sweep", "sweep"]
+__all__ = ["Backend", "SweepReport", "cell_slots", "default_workers", "run_attempts", "run_sweep", "sweep"]
 
 Backend = Literal["asyncio", "process", "ray"]
 """Where cells run: this event loop, a local process pool, or Ray tasks."""
@@ -101,14 +104,15 @@ class _Tracker:
         self.failed += 1
         self.push()
 
-    def finish(self, record: SweepCellRecord, new_errors: int, max_retries: int, prior_errors: int) -> None:
+    def finish_counts(self, state: str, cost: float, tokens: int, new_errors: int, max_retries: int,
+                      prior_errors: int) -> None:
         """A cell run elsewhere came back: count its errored attempts and how it ended."""
         self.running -= 1
         self.errors += new_errors
-        if record.state == "scored":
+        if state == "scored":
             self.done += 1
-            self.cost += record.cost
-            self.tokens += record.tokens
+            self.cost += cost
+            self.tokens += tokens
         elif prior_errors + new_errors > max_retries:
             self.failed += 1
         self.push()
@@ -156,34 +160,55 @@ def _needs_rescore(sweep: Sweep, status: CellStatus) -> bool:
     return status.done and status.record is not None and status.record.scorer != (scorer.name if scorer else None)
 
 
-async def _run_asyncio(sweep: Sweep, todo: list[CellStatus], store: TraceStore, limits: ProviderLimits,
-                       concurrency: int, tracker: _Tracker) -> None:
-    from cyber_agent.core.runner import default_registry
+SlotFactory = Callable[[], AbstractAsyncContextManager[None]]
 
+
+def cell_slots(limits: ProviderLimits, concurrency: int) -> Callable[[SweepCell], SlotFactory]:
+    """The slot of each cell: one of its provider's adaptive slots, then one of `concurrency` global ones.
+
+    The provider comes first, so a throttled provider holds no global slot while its cells wait.
+    The in-process engine and every worker process (with its share of the concurrency) use this.
+    """
     gate = asyncio.Semaphore(concurrency)
-    registry = default_registry()
 
-    def slot_for(status: CellStatus) -> Callable[[], AbstractAsyncContextManager[None]]:
-        limiter = limits.limiter(status.cell.model.limiter_key)
+    def slot_for(cell: SweepCell) -> SlotFactory:
+        limiter = limits.limiter(cell.model.limiter_key)
 
         @asynccontextmanager
         async def slot() -> AsyncIterator[None]:
-            async with limiter.slot(), gate:  # provider first: a throttled provider holds no global slot
+            async with limiter.slot(), gate:
                 yield
 
         return slot
 
+    return slot_for
+
+
+async def _run_asyncio(sweep: Sweep, todo: list[CellStatus], store: TraceStore, limits: ProviderLimits,
+                       concurrency: int, tracker: _Tracker) -> None:
+    from cyber_agent.core.runner import default_registry
+
+    registry = default_registry()
+    slot_for = cell_slots(limits, concurrency)
     async with asyncio.TaskGroup() as group:
         for status in todo:
             group.create_task(run_attempts(sweep, status, store, limits, registry=registry, tracker=tracker,
-                                           slot=slot_for(status)))
+                                           slot=slot_for(status.cell)))
+
+
+def default_workers() -> int:
+    """Worker processes when `workers` is not given: the cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 async def run_sweep(
     sweep: Sweep,
     store: TraceStore,
     *,
-    concurrency: int = 8,
+    concurrency: int = DEFAULT_CONCURRENCY,
     limits: ProviderLimits | None = None,
     on_progress: ProgressObserver | None = None,
     backend: Backend = "asyncio",
@@ -192,15 +217,19 @@ async def run_sweep(
 ) -> SweepReport:
     """Run every cell of `sweep` that the store does not hold finished yet; return the report.
 
-    `concurrency` bounds cells in flight (asyncio backend); `limits` sets the per-provider
-    adaptive policies. `backend="process"` or `"ray"` runs cells in worker processes that open
-    the store by URL (`store_url`, default: the URL of `store` — SQLite or a file store; a
-    memory store cannot be shared); `workers` bounds the cells in flight there (default:
-    `concurrency`).
+    `concurrency` is the cells in flight, on every backend; `limits` sets the per-provider
+    adaptive policies, which start at `concurrency` and only cut it on 429s (unless a policy
+    caps a provider). `backend="process"` or `"ray"` runs cells in `workers` warm worker
+    processes (default: the cores, `default_workers`), each an event loop running its share of
+    `concurrency` cells at a time; they open the store by URL (`store_url`, default: the URL
+    of `store` — SQLite, PostgreSQL or a file store; a memory store cannot be shared).
     """
     if concurrency < 1:
         raise ConfigurationError("concurrency", f"must be >= 1, got {concurrency}")
+    if workers is not None and workers < 1:
+        raise ConfigurationError("workers", f"must be >= 1, got {workers}")
     limits = limits if limits is not None else ProviderLimits()
+    limits.concurrency = concurrency
     statuses = await read_ledger(store, sweep, mark=True)
     tracker = _Tracker(sweep, statuses, safe_observer(on_progress))
     tracker.push()
@@ -221,7 +250,8 @@ async def run_sweep(
         if url is None:
             raise ConfigurationError("store_url", f"the {backend} backend opens the store in other processes; use a store "
                                      "they can open (sqlite:///sweep.db or file:DIR) or pass store_url=")
-        await run_elsewhere(backend, sweep, todo, url, workers=workers or concurrency, tracker=tracker)
+        await run_elsewhere(backend, sweep, todo, url, concurrency=concurrency, workers=workers, limits=limits,
+                            tracker=tracker)
     else:
         raise ConfigurationError("backend", f"unknown backend {backend!r}; use asyncio, process or ray")
     final = await read_ledger(store, sweep)

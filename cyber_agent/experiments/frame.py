@@ -1,6 +1,9 @@
 """A sweep as pandas and charts: one row per cell (`sweep_frame`), per-group means with their spread across
 repeats (`summarize`), and two charts of those (`plot_score_vs_cost`, `plot_metric`).
 
+`sweep_frame(..., shape=True)` (or `with_shape` on a frame already read) adds the delegation shape of
+each cell's tree (`cyber_agent/analysis/shape.py:shape_of`): one column per `SHAPE_FRAME_COLUMNS`.
+
 The charts draw on a new `matplotlib.figure.Figure` (no pyplot state, so a notebook shows each
 once) and return it; their error bars are one standard deviation of the per-repeat means.
 """
@@ -10,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from cyber_agent.errors import ConfigurationError
+from cyber_agent.analysis.shape import SHAPE_COLUMNS, Work, check_thresholds, delegation_shape
+from cyber_agent.errors import ConfigurationError, TraceNotFoundError
 from cyber_agent.experiments.grid import Sweep
 from cyber_agent.experiments.ledger import CellStatus, read_ledger
 from cyber_agent.trace.protocols import TraceReader
@@ -19,13 +23,29 @@ if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
-__all__ = ["FRAME_COLUMNS", "frame_of", "plot_metric", "plot_score_vs_cost", "summarize", "sweep_frame", "sweep_roots"]
+__all__ = [
+    "FRAME_COLUMNS",
+    "SHAPE_FRAME_COLUMNS",
+    "frame_of",
+    "plot_metric",
+    "plot_score_vs_cost",
+    "shape_dtypes",
+    "summarize",
+    "sweep_frame",
+    "sweep_roots",
+    "with_shape",
+]
 
 FRAME_COLUMNS = (
     "key", "task", "task_type", "model", "mode", "config", "repeat", "seed", "status", "score", "passed", "answer",
     "tokens", "cost", "llm_calls", "agents", "duration_s", "errors", "trace_id", "scorer", "explanation",
 )
 """Columns of `sweep_frame`, in order (docs/experiments.md describes each)."""
+SHAPE_FRAME_COLUMNS: tuple[str, ...] = tuple(c for c in SHAPE_COLUMNS if c != "trace_id")
+"""Columns `with_shape` adds after `FRAME_COLUMNS` (docs/compare.md describes each)."""
+_SHAPE_INTS = ("nodes", "max_depth", "parents", "max_fanout", "longest_chain", "own_calls", "subtree_calls", "own_tokens",
+               "subtree_tokens", "idle_delegators")
+_SHAPE_BOOLS = ("overcommitted", "undercommitted", "delegated_without_work", "root_did_the_work")
 
 
 def frame_of(sweep: Sweep, statuses: Sequence[CellStatus]) -> pd.DataFrame:
@@ -58,14 +78,62 @@ def frame_of(sweep: Sweep, statuses: Sequence[CellStatus]) -> pd.DataFrame:
     return frame
 
 
-async def sweep_frame(store: TraceReader, sweep: Sweep) -> pd.DataFrame:
+async def sweep_frame(store: TraceReader, sweep: Sweep, *, shape: bool = False, over_max_nodes: int = 2,
+                      chain_min: int = 3, chain_max_children: int = 1, work: Work = "llm_calls") -> pd.DataFrame:
     """One row per cell of `sweep` as the store holds it: finished, errored (`status="error"`) or `pending`.
 
     Reading never changes the store. `duration_s` and `trace_id` belong to the attempt that
     ran; every other column of a finished cell is a function of the cell and its seed when the
-    model is deterministic.
+    model is deterministic. `shape=True` adds the delegation-shape columns (`with_shape`, with
+    ReDel's thresholds as given).
     """
-    return frame_of(sweep, await read_ledger(store, sweep))
+    frame = frame_of(sweep, await read_ledger(store, sweep))
+    if shape:
+        frame = await with_shape(frame, store, over_max_nodes=over_max_nodes, chain_min=chain_min,
+                                 chain_max_children=chain_max_children, work=work)
+    return frame
+
+
+async def with_shape(frame: pd.DataFrame, store: TraceReader, *, over_max_nodes: int = 2, chain_min: int = 3,
+                     chain_max_children: int = 1, work: Work = "llm_calls") -> pd.DataFrame:
+    """`frame` (one row per run, with `trace_id`) plus the delegation shape of each run's tree, `SHAPE_FRAME_COLUMNS`.
+
+    The thresholds are ReDel's (`cyber_agent/analysis/shape.py:delegation_shape`); a row without a
+    tree in `store` (a pending cell, a root the store lacks) gets <NA> in every shape column.
+    All trees are read in one `read_records` call.
+    """
+    import pandas as pd
+
+    if "trace_id" not in frame.columns:
+        raise ConfigurationError("frame", "has no trace_id column; pass a sweep frame (or any frame of root trace ids)")
+    check_thresholds(over_max_nodes=over_max_nodes, chain_min=chain_min, chain_max_children=chain_max_children, work=work)
+    clashing = [c for c in SHAPE_FRAME_COLUMNS if c in frame.columns]
+    if clashing:
+        raise ConfigurationError("frame", f"already has shape columns {clashing}; drop them or use the frame as it is")
+    roots = [t for t in dict.fromkeys(frame["trace_id"]) if isinstance(t, str) and t]
+
+    async def shapes(ids: list[str]) -> pd.DataFrame:
+        if not ids:
+            return pd.DataFrame(columns=list(SHAPE_COLUMNS))
+        return await delegation_shape(store, ids, over_max_nodes=over_max_nodes, chain_min=chain_min,
+                                      chain_max_children=chain_max_children, work=work)
+
+    try:
+        shape = await shapes(roots)
+    except TraceNotFoundError:  # an errored attempt that never created its root: leave such rows out
+        shape = await shapes([t for t in roots if await store.get_trace(t) is not None])
+    return shape_dtypes(frame.merge(shape, on="trace_id", how="left"))
+
+
+def shape_dtypes(frame: pd.DataFrame) -> pd.DataFrame:
+    """Give the shape columns of `frame` their nullable dtypes (Int64, boolean, float64) in place; return it."""
+    for name in _SHAPE_INTS:
+        frame[name] = frame[name].astype("Int64")
+    for name in _SHAPE_BOOLS:
+        frame[name] = frame[name].astype("boolean")
+    for name in ("mean_fanout", "own_share"):
+        frame[name] = frame[name].astype("float64")
+    return frame
 
 
 async def sweep_roots(store: TraceReader, sweep: Sweep) -> list[str]:

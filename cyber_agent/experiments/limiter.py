@@ -10,6 +10,10 @@ the others keep theirs; each model call first waits out the provider's Retry-Aft
   window the first one opened has passed.
 - **Grow.** After `limit` successes in a row (one window, as TCP's additive increase) the limit
   grows by one, up to `maximum`.
+- **Start open.** A fresh sweep is not throttled before any signal: a policy without `initial`
+  starts at the sweep's `concurrency` (`ProviderLimits.concurrency`, set by `run_sweep`) and,
+  without `maximum`, grows back up to it. The limiter only ever adapts *down* from what the
+  sweep asked for, on 429s; an explicit `initial` / `maximum` caps one provider on purpose.
 
 HTTP providers (`openai:`, `anthropic:`) are observed on the wire by `RateLimitTransport`, which
 sees every attempt of the provider's own retry loop; other models are observed per call.
@@ -22,7 +26,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
@@ -36,18 +40,20 @@ __all__ = ["AdaptiveLimiter", "LimitPolicy", "LimitedLLM", "LimiterState", "Prov
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
 _log = logging.getLogger("cyber_agent.sweeps")
+DEFAULT_CONCURRENCY = 8
+"""Cells in flight of a sweep that does not say (`run_sweep(concurrency=...)`'s default)."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class LimitPolicy:
     """How one provider's concurrency adapts."""
 
-    initial: int = 8
-    """Cells in flight before any signal."""
+    initial: int | None = None
+    """Cells in flight before any signal (None: the sweep's `concurrency`)."""
     minimum: int = 1
     """Floor of a cut."""
-    maximum: int = 64
-    """Ceiling of growth."""
+    maximum: int | None = None
+    """Ceiling of growth (None: the sweep's `concurrency`, or `initial` when that is larger)."""
     decrease: float = 0.5
     """Factor applied to the limit on a 429."""
     max_retry_after: float = 60.0
@@ -56,10 +62,27 @@ class LimitPolicy:
     """Wait after a 429 without a Retry-After header."""
 
     def __post_init__(self) -> None:
-        if not 1 <= self.minimum <= self.initial <= self.maximum:
-            raise ConfigurationError("limits", f"need 1 <= minimum <= initial <= maximum, got {self.minimum}, {self.initial}, {self.maximum}")
+        given = [v for v in (self.minimum, self.initial, self.maximum) if v is not None]
+        if self.minimum < 1 or given != sorted(given):
+            raise ConfigurationError("limits", "need 1 <= minimum <= initial <= maximum, got "
+                                     f"{self.minimum}, {self.initial}, {self.maximum}")
         if not 0.0 < self.decrease < 1.0:
             raise ConfigurationError("limits.decrease", f"must be between 0 and 1, got {self.decrease}")
+
+    def divided(self, workers: int) -> LimitPolicy:
+        """This policy for one of `workers` worker processes: an explicit cap split between them (rounded up)."""
+        def part(value: int | None) -> int | None:
+            return None if value is None else -(-value // workers)
+
+        initial, maximum = part(self.initial), part(self.maximum)
+        floor = min(v for v in (self.minimum, initial, maximum) if v is not None)
+        return replace(self, minimum=floor, initial=initial, maximum=maximum)
+
+    def bounds(self, concurrency: int) -> tuple[int, int]:
+        """(initial, maximum) for a sweep of `concurrency` cells in flight: unset ones are the sweep's concurrency."""
+        maximum = self.maximum if self.maximum is not None else max(concurrency, self.initial or 0, self.minimum)
+        initial = self.initial if self.initial is not None else max(self.minimum, min(concurrency, maximum))
+        return initial, maximum
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,11 +105,11 @@ class LimiterState:
 class AdaptiveLimiter:
     """One provider's slots: `async with limiter.slot():` around a cell, `await limiter.ready()` before a call."""
 
-    def __init__(self, key: str, policy: LimitPolicy | None = None, *, clock: Clock = time.monotonic,
-                 sleep: Sleep = asyncio.sleep) -> None:
+    def __init__(self, key: str, policy: LimitPolicy | None = None, *, concurrency: int = DEFAULT_CONCURRENCY,
+                 clock: Clock = time.monotonic, sleep: Sleep = asyncio.sleep) -> None:
         self.key = key
         self.policy = policy or LimitPolicy()
-        self.limit = self.policy.initial
+        self.limit, self.maximum = self.policy.bounds(concurrency)
         self.in_flight = 0
         self.rate_limited = 0
         self.cuts = 0
@@ -126,7 +149,7 @@ class AdaptiveLimiter:
     def record_success(self) -> None:
         """A call succeeded: after `limit` of them in a row the limit grows by one."""
         self._successes += 1
-        if self._successes >= self.limit and self.limit < self.policy.maximum:
+        if self._successes >= self.limit and self.limit < self.maximum:
             self.limit += 1
             self._successes = 0
             self._notify()
@@ -159,6 +182,8 @@ class ProviderLimits:
     """Policy of providers without their own."""
     per_provider: Mapping[str, LimitPolicy] = field(default_factory=dict)
     """Policies by provider key (`ModelEntry.limiter_key`)."""
+    concurrency: int = DEFAULT_CONCURRENCY
+    """Cells in flight the sweep asked for: where a policy without `initial` starts (`run_sweep` sets it)."""
     clock: Clock = time.monotonic
     sleep: Sleep = asyncio.sleep
     _limiters: dict[str, AdaptiveLimiter] = field(default_factory=dict, init=False, repr=False)
@@ -168,7 +193,8 @@ class ProviderLimits:
         """The limiter of a provider key."""
         if key not in self._limiters:
             policy = self.per_provider.get(key, self.default)
-            self._limiters[key] = AdaptiveLimiter(key, policy, clock=self.clock, sleep=self.sleep)
+            self._limiters[key] = AdaptiveLimiter(key, policy, concurrency=self.concurrency, clock=self.clock,
+                                                  sleep=self.sleep)
         return self._limiters[key]
 
     def states(self) -> dict[str, LimiterState]:

@@ -1,93 +1,379 @@
-"""Run a sweep's cells in other processes: a local process pool, or Ray tasks; the store is the coordinator.
+"""Run a sweep's cells in warm worker processes — a local process pool or Ray actors; the store coordinates.
 
-Both backends run the asyncio engine's own unit of work (`run_attempts`) in a worker process
-that opens the sweep's store by URL (`cyber_agent/trace/store_url.py:open_store`): SQLite or a
-file store on one machine. The driver only hands out cells (at most `workers` in flight),
-counts what comes back for progress, and reads the final ledger from the store — every result
-is in the store, none travels back except the counts. Nothing here schedules beyond that:
-`concurrent.futures.ProcessPoolExecutor` and Ray place the work.
+`workers` processes (default: the cores) each start once for the sweep run: open the sweep's
+store by URL (`cyber_agent/trace/store_url.py:open_store`), build a tool registry and their own
+per-provider limiters, then run many cells at once on their own event loop. Worker `i` runs up
+to its share of `concurrency` (`shares`: `concurrency // workers`, one more for the first
+`concurrency % workers`) through the asyncio engine's own unit of work
+(`cyber_agent/experiments/engine.py:run_attempts`) under the engine's slots (`cell_slots`).
 
-Each worker process keeps one `_Worker` (store, grid, tool registry, limiters and an event
-loop that lives as long as the process), made on its first cell: opening a store and building
-a registry cost more than a short offline cell. Limiters are per worker process; the 429s one
-worker sees do not slow another.
+The driver hands cells out one at a time as a worker's slot frees (a slow worker gets fewer),
+counts what comes back for progress, and reads the final ledger from the store: every record
+is written by the worker that ran the cell; only a cell's counts travel back. A worker's
+limiters see only its own cells: a policy that caps a provider explicitly is split between
+the workers (`LimitPolicy.divided`).
+
+- `process`: `multiprocessing` processes (spawned, not forked: the driver may hold threads and
+  a running loop, as a notebook does), one duplex pipe each; a reader thread on each side hands
+  messages to its event loop.
+- `ray`: one async Ray actor per worker (`max_concurrency` = its share); Ray places them.
+
+A worker that dies fails the run with a `RunError` (finished cells are in the store; a re-run
+resumes); a driver that is stopped ends its workers, and the cells they had in flight are
+marked interrupted by the next run's ledger read.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import multiprocessing
 import pickle
+import threading
+from collections import deque
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from cyber_agent.errors import ConfigurationError, RunError
-from cyber_agent.experiments.grid import Sweep, SweepCell
+from cyber_agent.experiments.grid import Sweep
 from cyber_agent.experiments.ledger import CellStatus
-from cyber_agent.experiments.limiter import ProviderLimits
-from cyber_agent.trace.sweep_records import SweepCellRecord
+from cyber_agent.experiments.limiter import LimitPolicy, ProviderLimits
 
 if TYPE_CHECKING:
-    from cyber_agent.experiments.engine import _Tracker
-    from cyber_agent.tools.registry import ToolRegistry
-    from cyber_agent.trace.protocols import TraceStore
+    from multiprocessing.context import SpawnContext, SpawnProcess
 
-__all__ = ["CellJob", "run_elsewhere"]
+    from cyber_agent.experiments.engine import _Tracker
+
+__all__ = ["CellJob", "CellOutcome", "WorkerSetup", "run_elsewhere", "shares"]
+
+_DIED = ("a sweep worker process died{detail}; finished cells are in the store and a re-run resumes. In a script, "
+         "start the sweep under `if __name__ == '__main__':` (workers are spawned and import the main module)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerSetup:
+    """What a worker needs once, before its first cell."""
+
+    store_url: str
+    sweep: Sweep
+    cells_in_flight: int
+    """This worker's share of the sweep's concurrency."""
+    default: LimitPolicy
+    per_provider: dict[str, LimitPolicy]
 
 
 @dataclass(frozen=True, kw_only=True)
 class CellJob:
-    """One cell handed to a worker: where it stands and where the store is."""
+    """One cell handed to a worker: its index in the grid and where it stands."""
 
-    store_url: str
-    sweep: Sweep
     index: int
     next_attempt: int
     errors: int
 
 
-@dataclass(kw_only=True)
-class _Worker:
-    """What one worker process keeps between cells."""
+@dataclass(frozen=True, kw_only=True)
+class CellOutcome:
+    """What travels back for progress (the record itself is in the store)."""
 
-    store: TraceStore
-    sweep: Sweep
-    cells: list[SweepCell]
-    registry: ToolRegistry
-    limits: ProviderLimits = field(default_factory=ProviderLimits)
-    runner: asyncio.Runner = field(default_factory=asyncio.Runner)
-
-
-# One per worker process, made by its first cell (a worker serves one sweep and one store at a time).
-_workers: dict[tuple[str, str], _Worker] = {}
+    state: str
+    cost: float
+    tokens: int
+    errors: int
+    """Attempts of this job that errored."""
 
 
-def _worker_for(job: CellJob) -> _Worker:
-    from cyber_agent.core.runner import default_registry
-    from cyber_agent.trace.store_url import open_store
-
-    key = (job.store_url, job.sweep.name)
-    worker = _workers.get(key)
-    if worker is None or worker.sweep != job.sweep:
-        worker = _Worker(store=open_store(job.store_url), sweep=job.sweep, cells=job.sweep.cells(), registry=default_registry())
-        _workers.clear()
-        _workers[key] = worker
-    return worker
+def shares(concurrency: int, workers: int) -> list[int]:
+    """Cells in flight per worker: `concurrency` split as evenly as it goes (no worker gets none)."""
+    workers = max(1, min(workers, concurrency))
+    base, extra = divmod(concurrency, workers)
+    return [base + (i < extra) for i in range(workers)]
 
 
-def run_job(job: CellJob) -> tuple[dict[str, Any], int]:
-    """Run one cell's attempts in this process; return its last record (JSON) and the attempts that errored."""
-    from cyber_agent.experiments.engine import run_attempts
+class _CellWorker:
+    """What one worker keeps between cells: store, grid, registry, limiters and its slots."""
 
-    worker = _worker_for(job)
-    cell = worker.cells[job.index]
-    status = CellStatus(cell=cell, record=None, next_attempt=job.next_attempt, errors=job.errors)
-    record = worker.runner.run(run_attempts(worker.sweep, status, worker.store, worker.limits, registry=worker.registry))
-    made_errors = record.attempt - job.next_attempt + (record.state != "scored")
-    return record.model_dump(mode="json"), made_errors
+    def __init__(self, setup: WorkerSetup) -> None:
+        from cyber_agent.core.runner import default_registry
+        from cyber_agent.experiments.engine import cell_slots
+        from cyber_agent.trace.store_url import open_store
+
+        self.sweep = setup.sweep
+        self.cells = setup.sweep.cells()
+        self.store = open_store(setup.store_url)
+        self.registry = default_registry()
+        self.limits = ProviderLimits(default=setup.default, per_provider=setup.per_provider,
+                                     concurrency=setup.cells_in_flight)
+        self.slot_for = cell_slots(self.limits, setup.cells_in_flight)
+
+    async def run(self, job: CellJob) -> CellOutcome:
+        from cyber_agent.experiments.engine import run_attempts
+
+        cell = self.cells[job.index]
+        status = CellStatus(cell=cell, record=None, next_attempt=job.next_attempt, errors=job.errors)
+        record = await run_attempts(self.sweep, status, self.store, self.limits, registry=self.registry,
+                                    slot=self.slot_for(cell))
+        return CellOutcome(state=record.state, cost=record.cost, tokens=record.tokens,
+                           errors=record.attempt - job.next_attempt + (record.state != "scored"))
+
+    async def close(self) -> None:
+        await self.limits.aclose()
+        flush = getattr(self.store, "flush", None)
+        if flush is not None:
+            await flush()
+        close = getattr(self.store, "close", None)
+        if close is not None:
+            close()
+
+
+def _portable(exc: BaseException) -> BaseException:
+    """The exception itself when it survives pickling, else a RunError quoting it."""
+    try:
+        pickle.loads(pickle.dumps(exc))
+    except Exception:  # noqa: BLE001 - any exception type may refuse pickling
+        return RunError(f"a sweep worker raised {type(exc).__name__}: {exc}")
+    return exc
+
+
+# ---- the process pool ---------------------------------------------------------------------------------------------
+
+
+def _process_main(conn: Connection, setup: WorkerSetup) -> None:
+    """A worker process: serve cells from the pipe until the driver says stop or goes away."""
+    asyncio.run(_serve(conn, setup))
+
+
+async def _serve(conn: Connection, setup: WorkerSetup) -> None:
+    loop = asyncio.get_running_loop()
+    try:
+        worker = _CellWorker(setup)
+    except Exception as exc:  # noqa: BLE001 - sent to the driver, which raises it
+        conn.send(("broken", _portable(exc)))
+        return
+    conn.send(("ready", None))
+    inbox: asyncio.Queue[tuple[int, CellJob] | None] = asyncio.Queue()
+
+    def read() -> None:
+        while True:
+            try:
+                message = conn.recv()
+            except (EOFError, OSError):  # the driver is gone
+                message = None
+            loop.call_soon_threadsafe(inbox.put_nowait, message)
+            if message is None:
+                return
+
+    threading.Thread(target=read, name="sweep-worker-inbox", daemon=True).start()
+
+    async def one(ticket: int, job: CellJob) -> None:
+        try:
+            outcome = await worker.run(job)
+        except Exception as exc:  # noqa: BLE001 - the driver raises it
+            conn.send(("raised", (ticket, _portable(exc))))
+        else:
+            conn.send(("done", (ticket, outcome)))
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            while (message := await inbox.get()) is not None:
+                group.create_task(one(*message))
+    finally:
+        await worker.close()
+        conn.send(("closed", None))  # the store is flushed: the driver need not wait for the interpreter's exit
+        conn.close()
+
+
+class _Remote(Protocol):
+    async def ready(self) -> None: ...
+
+    async def run(self, job: CellJob) -> CellOutcome: ...
+
+    async def close(self, *, abandon: bool) -> None: ...
+
+
+class _ProcessWorker:
+    """The driver's end of one worker process."""
+
+    def __init__(self, context: SpawnContext, setup: WorkerSetup, number: int) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._conn, child = context.Pipe()
+        self._process: SpawnProcess = context.Process(target=_process_main, args=(child, setup), daemon=True,
+                                                      name=f"cyber-agent-sweep-{number}")
+        self._process.start()
+        child.close()
+        self._tickets = itertools.count()
+        self._pending: dict[int, asyncio.Future[CellOutcome]] = {}
+        self._ready: asyncio.Future[None] = self._loop.create_future()
+        self._closed: asyncio.Future[None] = self._loop.create_future()
+        self._dead: BaseException | None = None
+        self._reader = threading.Thread(target=self._read, name=f"sweep-driver-{number}", daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        while True:
+            try:
+                kind, body = self._conn.recv()
+            except (EOFError, OSError):
+                self._tell(self._died)
+                return
+            self._tell(self._deliver, kind, body)
+
+    def _tell(self, callback: Callable[..., None], *args: Any) -> None:
+        try:
+            self._loop.call_soon_threadsafe(callback, *args)
+        except RuntimeError:  # the driver's loop has closed: nobody waits for this any more
+            pass
+
+    def _deliver(self, kind: str, body: Any) -> None:
+        if kind == "ready":
+            self._ready.set_result(None)
+        elif kind == "closed":
+            self._closed.set_result(None)
+        elif kind == "broken":
+            self._fail(body)
+        else:
+            ticket, value = body
+            future = self._pending.pop(ticket)
+            if not future.done():
+                future.set_exception(value) if kind == "raised" else future.set_result(value)
+
+    def _died(self) -> None:
+        if self._closed.done():  # it said goodbye first: a normal end
+            return
+        self._closed.set_result(None)
+        self._process.join(1.0)  # the pipe closes as the process exits: its exit code follows at once
+        code = self._process.exitcode
+        self._fail(RunError(_DIED.format(detail=f" (exit code {code})" if code is not None else "")))
+
+    def _fail(self, exc: BaseException) -> None:
+        if self._dead is None:
+            self._dead = exc
+        futures: list[asyncio.Future[Any]] = [self._ready, *self._pending.values()]
+        for future in futures:
+            if not future.done():
+                future.set_exception(self._dead)
+        self._pending.clear()
+
+    async def ready(self) -> None:
+        await self._ready
+
+    async def run(self, job: CellJob) -> CellOutcome:
+        if self._dead is not None:
+            raise self._dead
+        ticket = next(self._tickets)
+        future = self._pending[ticket] = self._loop.create_future()
+        self._conn.send((ticket, job))
+        outcome: CellOutcome = await future
+        return outcome
+
+    async def close(self, *, abandon: bool) -> None:
+        if not abandon and self._dead is None:
+            try:
+                self._conn.send(None)
+                await asyncio.wait_for(asyncio.shield(self._closed), 60.0)
+            except (OSError, TimeoutError):
+                pass
+        if self._process.is_alive():
+            self._process.terminate()
+            await asyncio.to_thread(self._process.join, 10.0)
+        await asyncio.to_thread(self._reader.join, 10.0)  # it sees the end of the pipe once the process is gone
+        self._conn.close()
+
+
+# ---- Ray --------------------------------------------------------------------------------------------------------------
+
+
+class _RayCellWorker:
+    """A worker as an async Ray actor (`ray.remote` is applied when the Ray backend runs)."""
+
+    def __init__(self, setup: WorkerSetup) -> None:
+        self.worker = _CellWorker(setup)
+
+    async def ready(self) -> bool:
+        return True
+
+    async def run(self, job: CellJob) -> CellOutcome:
+        return await self.worker.run(job)
+
+    async def close(self) -> bool:
+        await self.worker.close()
+        return True
+
+
+class _RayWorker:
+    """The driver's handle on one Ray actor."""
+
+    def __init__(self, ray: Any, actor: Any) -> None:
+        self._ray = ray
+        self._actor = actor
+
+    async def _call(self, ref: Awaitable[Any]) -> Any:
+        try:
+            return await ref
+        except self._ray.exceptions.RayActorError as exc:
+            raise RunError(_DIED.format(detail=f" (Ray: {exc})")) from None
+        except self._ray.exceptions.RayTaskError as exc:
+            raise exc.as_instanceof_cause() from None
+
+    async def ready(self) -> None:
+        await self._call(self._actor.ready.remote())
+
+    async def run(self, job: CellJob) -> CellOutcome:
+        outcome: CellOutcome = await self._call(self._actor.run.remote(job))
+        return outcome
+
+    async def close(self, *, abandon: bool) -> None:
+        try:
+            if not abandon:
+                await self._call(self._actor.close.remote())
+        finally:
+            self._ray.kill(self._actor)
+
+
+# ---- the driver -------------------------------------------------------------------------------------------------------
+
+
+async def _drive(remotes: list[_Remote], lanes: list[int], todo: list[CellStatus], sweep: Sweep, tracker: _Tracker) -> None:
+    queue = deque(todo)
+
+    async def lane(remote: _Remote) -> None:
+        await remote.ready()
+        while queue:
+            status = queue.popleft()
+            tracker.start()
+            outcome = await remote.run(CellJob(index=status.cell.index, next_attempt=status.next_attempt,
+                                               errors=status.errors))
+            tracker.finish_counts(outcome.state, outcome.cost, outcome.tokens, outcome.errors, sweep.max_retries,
+                                  status.errors)
+
+    async with asyncio.TaskGroup() as group:
+        for remote, count in zip(remotes, lanes):
+            for _ in range(count):
+                group.create_task(lane(remote))
+
+
+async def _run_on(start: Callable[[WorkerSetup, int], _Remote], setups: list[WorkerSetup], todo: list[CellStatus],
+                  sweep: Sweep, tracker: _Tracker) -> None:
+    remotes: list[_Remote] = []
+    finished = False
+    try:
+        for number, setup in enumerate(setups):
+            remotes.append(start(setup, number))
+        await _drive(remotes, [s.cells_in_flight for s in setups], todo, sweep, tracker)
+        finished = True
+    except* Exception as group:  # noqa: BLE001 - a worker's death or error fails the run: raise the first, as
+        raise _first(group) from None  # the asyncio engine would
+    finally:
+        await asyncio.gather(*(r.close(abandon=not finished) for r in remotes), return_exceptions=True)
+
+
+def _first(group: BaseExceptionGroup[Exception]) -> Exception:
+    first: BaseException = group
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    assert isinstance(first, Exception)
+    return first
 
 
 def _check_picklable(sweep: Sweep) -> None:
@@ -98,59 +384,37 @@ def _check_picklable(sweep: Sweep) -> None:
                                  "scorer functions and model factories at module level, not as lambdas or closures") from None
 
 
-async def _drive(todo: list[CellStatus], sweep: Sweep, store_url: str, workers: int, tracker: _Tracker,
-                 submit: Callable[[CellJob], Awaitable[tuple[dict[str, Any], int]]]) -> None:
-    gate = asyncio.Semaphore(workers)
-
-    async def one(status: CellStatus) -> None:
-        async with gate:
-            tracker.start()
-            data, errors = await submit(CellJob(store_url=store_url, sweep=sweep, index=status.cell.index,
-                                                next_attempt=status.next_attempt, errors=status.errors))
-            tracker.finish(SweepCellRecord.model_validate(data), errors, sweep.max_retries, status.errors)
-
-    async with asyncio.TaskGroup() as group:
-        for status in todo:
-            group.create_task(one(status))
-
-
-async def _on_pool(todo: list[CellStatus], sweep: Sweep, store_url: str, workers: int, tracker: _Tracker) -> None:
-    loop = asyncio.get_running_loop()
-    # spawn, not fork: the driver may hold threads and a running loop (a notebook) that a fork would copy.
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        try:
-            await _drive(todo, sweep, store_url, workers, tracker, lambda job: loop.run_in_executor(pool, run_job, job))
-        except* BrokenProcessPool:
-            raise RunError("a sweep worker process died; finished cells are in the store and a re-run resumes. In a "
-                           "script, start the sweep under `if __name__ == '__main__':` (workers are spawned and "
-                           "import the main module)") from None
-
-
-async def _on_ray(todo: list[CellStatus], sweep: Sweep, store_url: str, workers: int, tracker: _Tracker) -> None:
+def _ray_module() -> Any:
     try:
         import ray
     except ImportError:
         raise ConfigurationError("backend", "the ray backend needs Ray: pip install 'cyber-agent[ray]'") from None
     if not ray.is_initialized():
         ray.init()
-    remote = ray.remote(run_job)
-
-    async def submit(job: CellJob) -> tuple[dict[str, Any], int]:
-        result: tuple[dict[str, Any], int] = await remote.remote(job)
-        return result
-
-    await _drive(todo, sweep, store_url, workers, tracker, submit)
+    return ray
 
 
 async def run_elsewhere(backend: Literal["process", "ray"], sweep: Sweep, todo: list[CellStatus], store_url: str, *,
-                        workers: int, tracker: _Tracker) -> None:
-    """Run `todo` on a process pool or on Ray, `workers` cells at a time, each worker opening `store_url`."""
-    if workers < 1:
+                        concurrency: int, workers: int | None, limits: ProviderLimits, tracker: _Tracker) -> None:
+    """Run `todo` on `workers` warm processes (a local pool or Ray actors), `concurrency` cells in flight in all."""
+    from cyber_agent.experiments.engine import default_workers
+
+    if workers is not None and workers < 1:
         raise ConfigurationError("workers", f"must be >= 1, got {workers}")
     _check_picklable(sweep)
     if not todo:
         return
-    if backend == "process":
-        await _on_pool(todo, sweep, store_url, workers, tracker)
+    ray = _ray_module() if backend == "ray" else None
+    if workers is None:
+        workers = int(ray.cluster_resources().get("CPU", 1)) if ray is not None else default_workers()
+    split = shares(min(concurrency, len(todo)), workers)
+    setups = [WorkerSetup(store_url=store_url, sweep=sweep, cells_in_flight=share, default=limits.default.divided(len(split)),
+                          per_provider={k: p.divided(len(split)) for k, p in limits.per_provider.items()})
+              for share in split]
+    if ray is None:
+        context = multiprocessing.get_context("spawn")
+        await _run_on(lambda setup, number: _ProcessWorker(context, setup, number), setups, todo, sweep, tracker)
     else:
-        await _on_ray(todo, sweep, store_url, workers, tracker)
+        actor_class = ray.remote(_RayCellWorker)
+        await _run_on(lambda setup, number: _RayWorker(ray, actor_class.options(max_concurrency=setup.cells_in_flight)
+                                                       .remote(setup)), setups, todo, sweep, tracker)

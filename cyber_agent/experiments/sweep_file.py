@@ -48,9 +48,9 @@ class _Model(BaseModel):
 
 class _Policy(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    initial: int = 8
+    initial: int | None = None
     minimum: int = 1
-    maximum: int = 64
+    maximum: int | None = None
     decrease: float = 0.5
     max_retry_after: float = 60.0
     default_retry_after: float = 1.0

@@ -198,7 +198,7 @@ class _Conversation:
         a = span.attributes
         call_id = str(a.get("gen_ai.tool.call.id") or "")
         name = str(a.get("gen_ai.tool.name") or span.name.removeprefix("execute_tool").strip() or "tool")
-        if call_id and self.last_assistant is not None and self.last_assistant.metadata.get("content_missing"):
+        if call_id and self.last_assistant is not None and self.last_assistant.metadata.content_missing:
             arguments = _json(a.get("gen_ai.tool.call.arguments"))
             content = self.last_assistant.content
             if isinstance(content, MessageContent) and call_id not in {c.id for c in content.tool_calls}:
@@ -337,8 +337,7 @@ def _agent_plan(span: SpanRecord | None, own: list[SpanRecord], otel_trace_id: s
     final = a.get("final_result")
     answer = answer or (final if isinstance(final, str) else None) or next(
         (m.text for m in reversed(messages) if m.role == "assistant" and m.text), None)
-    model = a.get("gen_ai.request.model") or next((m.metadata.get("model") for m in messages if m.metadata.get("model")),
-                                                  None)
+    model = a.get("gen_ai.request.model") or next((m.metadata.model for m in messages if m.metadata.model), None)
     if not model:
         missing.append("model")
     if task is None:

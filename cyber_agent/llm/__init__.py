@@ -8,8 +8,9 @@ provider. `tests/llm/test_exports.py` checks that the lazy table, the type-check
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cyber_agent._lazy import lazy_exports as _lazy_exports
 
 if TYPE_CHECKING:
     from cyber_agent.llm.anthropic import ANTHROPIC_DEFAULT_BASE_URL, AnthropicModel
@@ -41,7 +42,7 @@ if TYPE_CHECKING:
         PRICE_TABLE, PRICES_AS_OF, PRICES_ENV, ModelPrice, compute_cost, is_unpriced, load_user_prices, lookup_price,
     )
     from cyber_agent.llm.replay import Exchange, RecordingLLM, ReplayLLM, load_exchanges
-    from cyber_agent.llm.resolve import Provider, ResolvedModel, resolve_llm
+    from cyber_agent.llm.resolve import Provider, ResolvedModel, resolve_llm, suggest_spec
     from cyber_agent.llm.settings import PriceEntry, ProviderSettings
     from cyber_agent.llm.toolcall_json import parse_tool_arguments
     from cyber_agent.llm.types import DeltaCallback, LLMCall, LLMResponse, RetryRecord, ToolCall, Usage
@@ -96,6 +97,7 @@ __all__ = [
     "normalise_reply",
     "parse_tool_arguments",
     "resolve_llm",
+    "suggest_spec",
     "to_anthropic_messages",
     "to_anthropic_tools",
 ]
@@ -114,24 +116,11 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "pricing": ("PRICE_TABLE", "PRICES_AS_OF", "PRICES_ENV", "ModelPrice", "compute_cost", "is_unpriced", "load_user_prices",
                 "lookup_price"),
     "replay": ("Exchange", "RecordingLLM", "ReplayLLM", "load_exchanges"),
-    "resolve": ("Provider", "ResolvedModel", "resolve_llm"),
+    "resolve": ("Provider", "ResolvedModel", "resolve_llm", "suggest_spec"),
     "settings": ("PriceEntry", "ProviderSettings"),
     "toolcall_json": ("parse_tool_arguments",),
     "types": ("DeltaCallback", "LLMCall", "LLMResponse", "RetryRecord", "ToolCall", "Usage"),
 }
 """Module (under `cyber_agent.llm`) → the names it gives this package."""
-_ORIGIN = {name: module for module, names in _LAZY.items() for name in names}
 
-
-def __getattr__(name: str) -> Any:
-    """Import a re-exported name from its module on first use."""
-    module = _ORIGIN.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy_exports(globals(), _LAZY)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import inspect
 from collections.abc import Callable
@@ -13,7 +14,7 @@ from cyber_agent.errors import ConfigurationError
 from cyber_agent.llm.settings import ProviderSettings
 from cyber_agent.llm.types import LLMCall
 
-__all__ = ["Provider", "ResolvedModel", "resolve_llm"]
+__all__ = ["Provider", "ResolvedModel", "resolve_llm", "suggest_spec"]
 
 Provider = Literal["openai", "anthropic", "replay", "demo", "fallible"]
 """The spec prefixes `resolve_llm` understands."""
@@ -41,8 +42,38 @@ def _check_options(factory: Callable[..., object], options: dict[str, Any], spec
         return
     unknown = sorted(set(options) - set(parameters))
     if unknown:
-        accepted = ", ".join(sorted(n for n in parameters if not n.startswith("_"))) or "none"
-        raise ConfigurationError(unknown[0], f"is not an option of {spec!r}; accepted options: {accepted}")
+        names = sorted(n for n in parameters if not n.startswith("_"))
+        close = difflib.get_close_matches(unknown[0], names, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise ConfigurationError(unknown[0], f"is not an option of {spec!r}; {hint}accepted options: {', '.join(names) or 'none'}")
+
+
+def suggest_spec(spec: str) -> str | None:
+    """The spec a mistyped `spec` most likely meant ("dmeo" → "demo", "gpt-4o" → "openai:gpt-4o"), or None.
+
+    Known names are the spec prefixes and the model names of the price table
+    (`cyber_agent/llm/pricing.py:PRICE_TABLE`): a bare model name gets its provider's prefix
+    (claude-* → anthropic:, any other priced name → openai:, the OpenAI-compatible client).
+    """
+    from cyber_agent.llm.pricing import PRICE_TABLE
+
+    text = spec.strip()
+    prefix, sep, rest = text.partition(":")
+    lowered = prefix.lower()
+
+    def provider_of(name: str) -> str:
+        return "anthropic" if name.startswith("claude") else "openai"
+
+    models = sorted(PRICE_TABLE, key=len, reverse=True)
+    known = next((m for m in models if text.lower() == m or text.lower().startswith(m + "-")), None)
+    if not sep and known is not None:  # a bare model name, e.g. "gpt-4o" or "claude-sonnet-4-5-20250929"
+        return f"{provider_of(known)}:{text}"
+    close = difflib.get_close_matches(lowered, [*_PROVIDERS, *models], n=1, cutoff=0.6)
+    if not close:
+        return None
+    if close[0] in _PROVIDERS:
+        return f"{close[0]}{sep}{rest}" if close[0] != lowered else None
+    return f"{provider_of(close[0])}:{close[0]}"
 
 
 def _build(factory: Callable[..., LLMCall], options: dict[str, Any], spec: str) -> LLMCall:
@@ -79,7 +110,9 @@ def resolve_llm(
     rest = rest.strip()
     if prefix not in _PROVIDERS:
         valid = ", ".join(repr(_FORMS[p]) for p in _PROVIDERS)
-        raise ConfigurationError("model", f"unknown provider {prefix!r} in {spec!r}; use one of {valid}")
+        guess = suggest_spec(spec)
+        hint = f"did you mean {guess!r}? " if guess else ""
+        raise ConfigurationError("model", f"unknown provider {prefix!r} in {spec!r}; {hint}use one of {valid}")
     llm_call: LLMCall
     if prefix in ("openai", "anthropic"):
         if not rest:

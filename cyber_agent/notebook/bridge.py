@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
+
+from cyber_agent.errors import ConfigurationError, InvalidIdError, NotFoundError
 
 __all__ = ["background_loop", "in_background_thread", "in_notebook", "run_sync"]
 
@@ -70,8 +72,11 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine to completion from sync code, inside or outside a running event loop."""
     try:
         asyncio.get_running_loop()
+        running = True
     except RuntimeError:
-        return asyncio.run(coro)
+        running = False
+    if not running:  # outside the except block: an error of `coro` is not chained to "no running event loop"
+        return _plain(lambda: asyncio.run(coro))
     if in_background_thread():
         coro.close()
         raise RuntimeError(
@@ -80,11 +85,24 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         )
     future = asyncio.run_coroutine_threadsafe(coro, background_loop())
     try:
-        return future.result()
+        return _plain(future.result)
     except KeyboardInterrupt:
         # An interrupted cell must not leave the work running unseen on the background loop.
         future.cancel()
         raise
+
+
+def _plain(call: Callable[[], T]) -> T:
+    """Return `call()`; an error about the caller's input (a bad id, a missing trace, a bad setting) is re-raised here.
+
+    Such an error names the value and the fix; the frames of the event loop and of the store below
+    this call (and the exceptions met on the way) only hide that line in a notebook's traceback.
+    Any other exception keeps its whole traceback.
+    """
+    try:
+        return call()
+    except (NotFoundError, InvalidIdError, ConfigurationError) as exc:
+        raise exc.with_traceback(None) from None
 
 
 def in_notebook() -> bool:

@@ -1,25 +1,27 @@
 """A budget frame formatted for reading: `budget_table(store, root)` (SPEC J3).
 
 `budget_frame` is data (floats, NaN for "no limit"); printed as is it reads `8.000000`,
-`4.200000e+01` and `<NA>`. `BudgetTable` renders the same frame with each resource in its unit
+`4.200000e+01` and `<NA>`, so `budget_frame` returns a `BudgetFrame`: the same data, displayed
+as the formatted table (the frames derived from it — `.loc[...]`, arithmetic — are plain
+DataFrames again). `BudgetTable` renders the same frame with each resource in its unit
 (counts with thousands separators, dollars, seconds), `—` for no limit, the percent used, the
 refusal of each row, and below the table why the run stopped and the refusal behind it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
 
-from cyber_agent.notebook.budgets import budget_frame
 from cyber_agent.notebook.display import RichDisplay, html_table
 from cyber_agent.notebook.frames import TraceFrames
 from cyber_agent.notebook.records import StoreSource
 
-__all__ = ["BudgetTable", "budget_table", "format_amount"]
+__all__ = ["BudgetFrame", "BudgetTable", "budget_table", "format_amount"]
 
 _HEADER = ["resource", "used", "limit", "remaining", "% used", "refusal"]
 
@@ -33,6 +35,33 @@ def format_amount(value: float, unit: str) -> str:
     if unit == "s":
         return f"{value:,.1f} s"
     return f"{value:,.0f}"
+
+
+_REFUSED_ROW = "background-color:#fde2e1"
+
+
+class BudgetFrame(pd.DataFrame):  # type: ignore[misc]  # pandas ships no types here (ignore_missing_imports)
+    """A `budget_frame`: data like any DataFrame, displayed formatted (units, %, refused rows marked)."""
+
+    @property
+    def _constructor(self) -> Any:
+        return pd.DataFrame  # a slice or a sum is data again: displayed as pandas would
+
+    def _repr_html_(self) -> str:
+        table = BudgetTable(self)
+        shown = pd.DataFrame(table.rows(), columns=_HEADER).set_index("resource")
+        refused = [bool(r) for r in shown["refusal"]]
+        shown["refusal"] = [f"⚠ refused: {r}" if r else "" for r in shown["refusal"]]  # marked where styles are stripped
+        # An id from the content, not random: a rerun saves the same output, and two tables never share row styles.
+        uuid = "cyber-agent-budget-" + hashlib.sha1(shown.to_json().encode()).hexdigest()[:10]
+        styler = shown.style.set_uuid(uuid).set_caption(table._headline())
+        styler = styler.apply(lambda row: [_REFUSED_ROW if refused[shown.index.get_loc(row.name)] else ""] * len(row),
+                              axis=1)
+        notes = html_table(table._notes()) if table._notes() else ""
+        return str(styler.to_html()) + notes
+
+    def __repr__(self) -> str:
+        return BudgetTable(self).to_text()
 
 
 class BudgetTable(RichDisplay):
@@ -70,6 +99,10 @@ class BudgetTable(RichDisplay):
             notes.append((f"{attrs.get('status', 'stopped')}", str(attrs["stop_reason"])))
         if attrs.get("refusal"):
             notes.append(("last refusal", str(attrs["refusal"])))
+        reserved = attrs.get("reserved_final_calls")
+        if isinstance(reserved, int) and reserved > 0 and attrs.get("mode") == "recursive":
+            notes.append(("reserved", f"{reserved} of the LLM calls are kept for the root validator: "
+                                      "agents stop at the limit minus these"))
         if attrs.get("unknown"):
             notes.append(("not recorded by the source", ", ".join(attrs["unknown"]) + " (— above)"))
         return notes
@@ -99,6 +132,8 @@ def budget_table(
     limits: Mapping[str, Any] | None = None,
 ) -> BudgetTable:
     """The budget of a tree (or an existing `budget_frame`) as a formatted table."""
+    from cyber_agent.notebook.budgets import budget_frame
+
     if isinstance(source, pd.DataFrame):
         return BudgetTable(source)
     if not root_trace_id:

@@ -22,6 +22,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from cyber_agent.protocol.mode import MAX_CHILDREN_PER_PARENT
+from cyber_agent.notebook.budget_table import BudgetFrame
 from cyber_agent.notebook.frames import TraceFrames, to_frames
 from cyber_agent.notebook.records import StoreSource, parse_time
 from cyber_agent.notebook.tree_labels import trace_texts
@@ -98,8 +99,11 @@ def _recorded_usage(record: dict[str, Any], running: bool, now: datetime) -> dic
 def budget_frame(
     source: StoreSource | TraceFrames, root_trace_id: str, *, limits: Mapping[str, Any] | None = None,
     now: datetime | None = None,
-) -> pd.DataFrame:
+) -> BudgetFrame:
     """One row per A10 resource of the tree, then the child quota: used, limit, remaining, percent, unit, refusal.
+
+    A `BudgetFrame`: a DataFrame that displays formatted (counts as integers, percent used,
+    refused rows marked); its data stay floats (NaN: no limit).
 
     `refusal` is the last refusal that names the row's limit: the budget's own record, or a
     refused tool call (a child quota, a batch the budget refused). `attrs["stop_reason"]` is why
@@ -136,10 +140,10 @@ def budget_frame(
     children = float(agents["parent_trace_id"].value_counts().max()) if agents["parent_trace_id"].notna().any() else 0.0
     rows.append(_row("children", children, float(MAX_CHILDREN_PER_PARENT) if recursive else np.nan, QUOTAS["children"],
                      refused.get("children")))
-    frame = pd.DataFrame(rows).astype({
+    frame = BudgetFrame(pd.DataFrame(rows).astype({
         "resource": "string", "used": "float64", "limit": "float64", "remaining": "float64", "percent": "float64",
         "unit": "string", "refusal": "string",
-    }).set_index("resource")
+    }).set_index("resource"))
     last = latest_refusal or recorded_refusal or None
     frame.attrs.update({
         "root_trace_id": root_trace_id, "mode": root["agent_mode"] or "legacy", "usage_source": source_name,
@@ -248,8 +252,16 @@ def plot_budget(source: StoreSource | TraceFrames | pd.DataFrame, root_trace_id:
     limited = ~np.isnan(percent)
     shown = np.where(limited, np.minimum(np.nan_to_num(percent), 110.0), 0.0)
     colors = ["#d62728" if p >= 100 else "#ff7f0e" if p >= 80 else "#1f77b4" for p in np.nan_to_num(percent)]
+    reserved = _reserved_share(frame)  # (row, % of the limit kept for the root validator) or None
+    if reserved is not None:
+        row_at, share = reserved
+        usable = frame["limit"].iloc[row_at] * (1 - share / 100)
+        if frame["used"].iloc[row_at] >= usable:  # the agents' share is spent: that is a full bar, not 60 % blue
+            colors[row_at] = "#d62728"
+        ax.barh([y[row_at]], share, left=100.0 - share, color="#fff3e0", hatch="xx", edgecolor="#ff9800", linewidth=0,
+                zorder=1)
     ax.barh(y[~limited], 100.0, color="#eeeeee", hatch="//", edgecolor="#cccccc", linewidth=0)
-    ax.barh(y[limited], shown[limited], color=[c for c, keep in zip(colors, limited) if keep])
+    ax.barh(y[limited], shown[limited], color=[c for c, keep in zip(colors, limited) if keep], zorder=2)
     ax.axvline(100.0, color="#333333", ls="--", lw=1)
     for yi, (_, row), has_limit, end in zip(y, frame.iterrows(), limited, shown):
         if has_limit:
@@ -258,6 +270,10 @@ def plot_budget(source: StoreSource | TraceFrames | pd.DataFrame, root_trace_id:
                 f"{_fmt(row['used'], row['unit'])} of {_fmt(row['limit'], row['unit'])} ({pct:.0f}%)")
         else:
             text = f"{_fmt(row['used'], row['unit'])} {row['unit'] if row['unit'] not in ('USD', 's') else ''} used · no limit".replace("  ", " ")
+        if reserved is not None and yi == y[reserved[0]]:  # the reserved share says what it is, inside its hatching
+            ax.text(100.0 - reserved[1] / 2, float(yi), f"{int(frame.attrs['reserved_final_calls'])} reserved for\nthe root validator",
+                    va="center", ha="center", fontsize=7, color="#8a4b00", zorder=3,
+                    bbox={"facecolor": "#fff3e0", "edgecolor": "none", "pad": 0.5})
         if isinstance(row["refusal"], str):
             text += " · refused"
         if has_limit and end > 55:  # a long bar holds its label: text beyond ~100% would leave the axes
@@ -273,6 +289,16 @@ def plot_budget(source: StoreSource | TraceFrames | pd.DataFrame, root_trace_id:
     ax.set_xlabel("% of limit", fontsize=8)
     ax.set_title(f"Tree budget ({frame.attrs.get('mode', 'legacy')}) — {headline}", fontsize=10, loc="left")
     return fig
+
+
+def _reserved_share(frame: pd.DataFrame) -> tuple[int, float] | None:
+    """Where the calls kept for the root validator go on the chart: (row of llm_calls, % of its limit), or None."""
+    reserved = frame.attrs.get("reserved_final_calls")
+    if frame.attrs.get("mode") != "recursive" or not isinstance(reserved, int) or reserved <= 0:
+        return None
+    if "llm_calls" not in frame.index or not frame.loc["llm_calls", "limit"] > 0:
+        return None
+    return int(frame.index.get_loc("llm_calls")), 100.0 * reserved / float(frame.loc["llm_calls", "limit"])
 
 
 def _headline(frame: pd.DataFrame) -> str:

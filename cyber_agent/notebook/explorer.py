@@ -1,23 +1,27 @@
-"""TraceExplorer: a trace tree as a navigable ipywidgets view, and a page per trace (SPEC J2, J4).
+"""TraceExplorer: a trace tree you open a branch at a time, and a page per trace (SPEC J2, J4).
 
-    explorer = TraceExplorer(store, root_trace_id)    # display it: the tree on the left, a page on the right
-    explorer.select(trace_id)                         # or click a row
+    explorer = TraceExplorer(store, root_trace_id)    # display it: the tree view, and the selected trace's page
+    explorer.select(trace_id)                         # or click a row of the tree view
     explorer.expand(); explorer.collapse(); explorer.find("region West")
 
 Opening reads the tree once without messages or events (`to_frames(..., messages=False,
-events=False)`) and shows the root and its children; a row is built only when its parent is
-expanded (children are lazy), so a 1,000-trace tree opens in well under a second. A row reads
-`▸ 1.3 explore ✓ · region West  (+24: 2 failed, 3 ✗)`: toggle, path, role, verdict mark, title and,
-while collapsed, what lies below. Selecting a row shows the trace's page
-(`cyber_agent/notebook/explorer_pages.py:trace_page`): brief, report and review, verdicts, goals,
-usage and messages; messages are read from the store for that trace only, on first selection.
+events=False)`). The explorer's state is plain Python: which traces are expanded, which one
+is selected, and its rows (`▸ 1.3 explore ✓ · region West  (+24: 2 failed, 3 ✗)`: toggle, path,
+role, verdict mark, title and, while collapsed, what lies below), built only for the traces
+shown. Selecting a trace gives its page (`cyber_agent/notebook/explorer_pages.py:trace_page`):
+brief, report and review, verdicts, goals, usage and messages; messages are read from the store
+for that trace only, on first selection.
 
-State is explicit (`expanded`, `selected`) and every control writes through `Select.options` and
-`HTML.value`, so headless tests drive it through the widget API exactly as clicks would.
+Displayed, it is HTML and no widget: the tree view (`cyber_agent/notebook/tree_view.py:TreeView`,
+interactive in the browser — expand, search, a node's page — and a static outline where scripts
+do not run), the selected trace's page with its messages, and the rows as opened from Python,
+each in a `<details>`. Code that moves the explorer later (`select`, `find`, `expand`) updates the
+output it is shown in. A saved notebook reopens as it was, never "model not found".
 """
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from typing import Any
 
@@ -28,25 +32,22 @@ from cyber_agent.notebook.explorer_pages import Page, trace_page
 from cyber_agent.notebook.frames import TraceFrames
 from cyber_agent.notebook.records import StoreSource, open_source
 from cyber_agent.notebook.tree_labels import VERDICT_MARKS
+from cyber_agent.notebook.tree_view import TreeView
 from cyber_agent.notebook.trees import tree_frames
 from cyber_agent.trace.bulk import gc_paused
 from cyber_agent.trace.models import Message
 
 __all__ = ["TraceExplorer"]
 
-_INDENT = "\u00a0\u00a0\u00a0"  # no-break spaces: a <select> keeps them, plain spaces collapse
-# Rows in a monospace font, so indentation lines up (ipywidgets' Select has no font trait).
-_STYLE = "<style>.cyber-agent-explorer-tree select { font-family: monospace; font-size: 12px; }</style>"
+_INDENT = "\u00a0\u00a0\u00a0"  # no-break spaces: HTML keeps them, plain spaces collapse
+_EVIDENCE_CHECK = "the evidence check"  # who judged a validation without a validator trace
 
 
 class TraceExplorer(RichDisplay):
-    """The tree of `root_trace_id` as expandable rows; the selected trace's page beside it."""
+    """The tree of `root_trace_id` as expandable rows, the selected trace's page, shown as the tree view and that page."""
 
     @gc_paused()  # thousands of rows and dicts: see cyber_agent/trace/bulk.py
-    def __init__(self, source: StoreSource | TraceFrames, root_trace_id: str, *, rows: int = 22,
-                 message_limit: int = 30) -> None:
-        import ipywidgets as widgets
-
+    def __init__(self, source: StoreSource | TraceFrames, root_trace_id: str, *, message_limit: int = 30) -> None:
         self._reader = None if isinstance(source, TraceFrames) else open_source(source)
         frames, texts = tree_frames(source if self._reader is None else self._reader, root_trace_id)
         self.frames = frames
@@ -68,36 +69,11 @@ class TraceExplorer(RichDisplay):
         self._messages: dict[str, list[Message]] = {}
         self.expanded: set[str] = {root_trace_id}
         """Traces whose children are shown."""
-        self._quiet = False
-
-        self.tree = widgets.Select(options=[], rows=rows, layout=widgets.Layout(width="34em"))
-        """One row per visible trace; its value is the selected trace id."""
-        self.toggle_button = widgets.Button(description="▸ expand", layout=widgets.Layout(width="8em"))
-        self.expand_all_button = widgets.Button(description="expand all below", layout=widgets.Layout(width="11em"))
-        self.collapse_all_button = widgets.Button(description="collapse all", layout=widgets.Layout(width="8em"))
-        self.parent_button = widgets.Button(description="↑ parent", layout=widgets.Layout(width="7em"))
-        self.search = widgets.Text(placeholder="find: path, title, status, id (Enter)", continuous_update=False,
-                                   layout=widgets.Layout(width="18em"))
-        self.status = widgets.Label()
-        self.page = widgets.HTML(layout=widgets.Layout(width="100%"))
-        """The selected trace's page."""
-        self.toggle_button.on_click(lambda _: self.toggle())
-        self.expand_all_button.on_click(lambda _: self.expand_all())
-        self.collapse_all_button.on_click(lambda _: self.collapse_all())
-        self.parent_button.on_click(lambda _: self._to_parent())
-        self.search.observe(lambda change: self.find(str(change["new"])), names="value")
-        self.tree.observe(self._picked, names="value")
-        style = widgets.HTML(_STYLE)
-        self.widget = widgets.VBox([
-            style,
-            widgets.HBox([self.toggle_button, self.expand_all_button, self.collapse_all_button, self.parent_button,
-                          self.search]),
-            widgets.HBox([self.tree, self.page], layout=widgets.Layout(align_items="flex-start")),
-            self.status,
-        ])
-        self.widget.add_class("cyber-agent-explorer")
-        self.tree.add_class("cyber-agent-explorer-tree")
-        self.page.add_class("cyber-agent-explorer-body")
+        self._selected = root_trace_id
+        self.status = ""
+        """What the last action did (`12 of 1000 traces shown · 2.1 selected`, `found ...`, `nothing matches ...`)."""
+        self._view_html: str | None = None  # the tree view's HTML, built on first display
+        self._displays: list[Any] = []  # IPython DisplayHandles of the outputs showing this explorer
         self._refresh(select=root_trace_id)
 
     # ---- the tree ------------------------------------------------------------------------
@@ -148,13 +124,12 @@ class TraceExplorer(RichDisplay):
     def _refresh(self, select: str | None = None) -> None:
         """Rebuild the rows of the visible traces and keep (or set) the selection."""
         wanted = select or self.selected or self.root_trace_id
-        self._quiet = True
-        try:
-            self.tree.options = [(self._row_text(t), t) for t in self.visible]
-            self.tree.value = wanted if wanted in self.visible else self.root_trace_id
-        finally:
-            self._quiet = False
-        self._render()
+        visible = self.visible
+        self.rows = [(self._row_text(t), t) for t in visible]
+        """(row text, trace id) of every trace shown, in tree order (indented with no-break spaces)."""
+        self._selected = wanted if wanted in set(visible) else self.root_trace_id
+        self.status = f"{len(self.rows)} of {len(self._rows)} traces shown · {self.texts[self._selected].path} selected"
+        self._changed()
 
     def _require(self, trace_id: str | None) -> str:
         trace_id = trace_id or self.selected or self.root_trace_id
@@ -163,10 +138,9 @@ class TraceExplorer(RichDisplay):
         return trace_id
 
     @property
-    def selected(self) -> str | None:
+    def selected(self) -> str:
         """The trace whose page is shown."""
-        value = self.tree.value
-        return value if isinstance(value, str) else None
+        return self._selected
 
     def children(self, trace_id: str | None = None) -> list[str]:
         """The child traces (agents and validators) of `trace_id` (default: the selected trace), in creation order."""
@@ -215,10 +189,17 @@ class TraceExplorer(RichDisplay):
         self._refresh(select=trace_id)
 
     def find(self, text: str) -> str | None:
-        """Select the first trace after the selected one (in tree order) whose row, status or id contains `text`."""
+        """Select the trace whose path or id is `text`; else the next one after the selected trace (tree order,
+        wrapping) whose path, title, objective, role, status, verdict or id contains it (call again: the next match)."""
         needle = text.strip().lower()
         if not needle:
             return None
+        exact = next((t for t in self._rows if needle in (self.texts[t].path.lower(), t.lower())), None)
+        if exact is not None and exact != self.selected:  # "1.2" is that trace, not the first row containing "1.2"
+            self.select(exact)
+            self.status = f"found {text!r}: {self.texts[exact].path}"
+            self._changed()
+            return str(exact)
         order = list(self._rows)
         start = order.index(self.selected) + 1 if self.selected in self._rows else 0
         for trace_id in order[start:] + order[:start]:
@@ -227,19 +208,18 @@ class TraceExplorer(RichDisplay):
                                  str(self._rows[trace_id].status), text_of.verdict or "", trace_id)).lower()
             if needle in haystack:
                 self.select(trace_id)
-                self.status.value = f"found {text!r}: {text_of.path}"
+                self.status = f"found {text!r}: {text_of.path}"
+                self._changed()
                 return str(trace_id)
-        self.status.value = f"nothing matches {text!r}"
+        self.status = f"nothing matches {text!r}"
+        self._changed()
         return None
 
-    def _to_parent(self) -> None:
+    def to_parent(self) -> None:
+        """Select the parent of the selected trace (at the root, nothing moves)."""
         parent = self._rows[self._require(None)].parent_trace_id
         if isinstance(parent, str) and parent in self._rows:
             self.select(parent)
-
-    def _picked(self, change: Any) -> None:
-        if not self._quiet:
-            self._render()
 
     # ---- the page ------------------------------------------------------------------------
     def messages_of(self, trace_id: str) -> list[Message] | None:
@@ -260,35 +240,44 @@ class TraceExplorer(RichDisplay):
                           validations=self.frames.validations, goals=goals, paths=paths,
                           messages=self.messages_of(trace_id), message_limit=self.message_limit)
 
-    def _render(self) -> None:
-        trace_id = self.selected
-        if trace_id is None:
-            return
-        self.page.value = self.page_of(trace_id).to_html()
-        expandable = bool(self._children.get(trace_id))
-        self.toggle_button.disabled = not expandable
-        self.toggle_button.description = "▾ collapse" if trace_id in self.expanded and expandable else "▸ expand"
-        self.parent_button.disabled = trace_id == self.root_trace_id
-        shown = len(self.tree.options)
-        self.status.value = f"{shown} of {len(self._rows)} traces shown · {self.texts[trace_id].path} selected"
-
-    # ---- display -------------------------------------------------------------------------
+    # ---- display ------------------------------------------------------------------------
     def __repr__(self) -> str:
-        return f"TraceExplorer(root={self.root_trace_id!r}, traces={len(self._rows)}, shown={len(self.tree.options)})"
+        return f"TraceExplorer(root={self.root_trace_id!r}, traces={len(self._rows)}, shown={len(self.rows)})"
 
     def to_text(self) -> str:
         """The visible rows, then the selected trace's page."""
-        rows = [label.replace("\u00a0", " ") for label, _ in self.tree.options]
+        rows = [label.replace("\u00a0", " ") for label, _ in self.rows]
         return "\n".join([repr(self), *rows, "", self.page_of().to_text()])
 
+    def tree_view(self) -> TreeView:
+        """The tree as the toolkit's tree view (interactive in the browser, an outline without scripts)."""
+        # An evidence check has no validator trace (NA): the view compares that id with `==`, which NA refuses.
+        validations = self.frames.validations
+        if validations["validator_trace_id"].isna().any():
+            named = validations.assign(validator_trace_id=validations["validator_trace_id"].fillna(_EVIDENCE_CHECK))
+            return TreeView(dataclasses.replace(self.frames, validations=named), self.root_trace_id)
+        return TreeView(self.frames, self.root_trace_id)
+
     def to_html(self) -> str:
-        """The visible rows and the selected page, as HTML (what a saved notebook shows without the widget)."""
-        rows = "".join(f"<div>{html.escape(label)}</div>" for label, _ in self.tree.options)
-        return (f'<div class="cyber-agent-explorer-static" style="display:flex;gap:1em">'
-                f'<div style="font-family:monospace;white-space:pre">{rows}</div><div>{self.page_of().to_html()}</div></div>')
+        """The tree view, the selected page (with messages) and the rows opened from Python: what a saved notebook shows."""
+        if self._view_html is None:
+            self._view_html = self.tree_view().to_html()
+        rows = "".join(f"<div>{html.escape(label)}</div>" for label, _ in self.rows)
+        path = self.texts[self._selected].path
+        return (f'<div class="cyber-agent-explorer">{self._view_html}'
+                f'<details open class="cyber-agent-explorer-body"><summary><b>{html.escape(path)}</b> — the selected '
+                f"trace's page, with its messages ({html.escape(self.status)})</summary>{self.page_of().to_html()}</details>"
+                f'<details class="cyber-agent-explorer-static"><summary>{len(self.rows)} rows as opened from Python'
+                f'</summary><div style="font-family:monospace;white-space:pre">{rows}</div></details></div>')
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
-        bundle.update({"text/plain": self.to_text(), "text/html": self.to_html()})
-        return bundle
+    def _changed(self) -> None:
+        """Show the new state in every output displaying this explorer (by display id: the saved notebook keeps it)."""
+        if self._displays:
+            bundle = self._repr_mimebundle_()
+            for shown in self._displays:
+                shown.update(bundle, raw=True)
 
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        self._displays.append(display(self._repr_mimebundle_(), raw=True, display_id=True))

@@ -32,74 +32,14 @@ from cyber_agent.notebook.records import (
     open_source,
     read_records,
 )
-from cyber_agent.notebook.sql_frames import sql_dialect, sql_event_rows, sql_message_tables
+from cyber_agent.notebook.columns import SCHEMAS, SHAPE, TS, F, I, NI, S
+from cyber_agent.notebook.frame_shape import shape_columns
 from cyber_agent.trace.bulk import gc_paused
-from cyber_agent.trace.store_listing import DamagedEntry, warn_damaged
+from cyber_agent.trace.columnar import ColumnarRead, arrow_available, columns_of_records
+from cyber_agent.trace.store_listing import warn_damaged
 
 __all__ = ["SCHEMAS", "TraceFrames", "ato_frames", "frames_from_records", "store_origin", "to_frames"]
 
-TS = "datetime64[ns, UTC]"
-S, I, NI, F, B, NB, O = "string", "int64", "Int64", "float64", "bool", "boolean", "object"  # noqa: E741 - dtype shorthands of the table below
-
-SCHEMAS: dict[str, dict[str, str]] = {
-    "traces": {
-        "trace_id": S, "root_trace_id": S, "parent_trace_id": S, "parent_goal_id": S, "depth": I, "position": I,
-        "label": S, "role": S, "agent_type": S, "agent_mode": S, "created_by_tool": S, "is_validator": B,
-        "validation_scope": S, "mode": S, "status": S, "task": S, "model": S, "name": S, "total_messages": I,
-        "total_prompt_tokens": I, "total_completion_tokens": I, "total_cached_tokens": I, "total_tokens": I,
-        "total_cost": F, "head_sequence": I, "current_goal_id": S, "result_summary": S, "error_message": S,
-        "refusal": S, "created_at": TS, "updated_at": TS, "completed_at": TS, "duration_seconds": F, "context": O,
-        "protocol": O, "root_setup": O, "resource_usage": O, "source": S, "provenance": S, "source_ids": O,
-        "missing": S,
-    },
-    "messages": {
-        "trace_id": S, "message_id": S, "sequence": I, "message_role": S, "goal_id": S, "parent_sequence": NI,
-        "branch": S,
-        "on_main_path": B, "text": S, "n_tool_calls": I, "tool_call_names": S, "tool_call_id": S, "tool_name": S,
-        "is_error": NB, "refused": S, "description": S, "prompt_tokens": I, "completion_tokens": I, "cached_tokens": I,
-        "total_tokens": I, "cost": F, "duration_ms": F, "model": S, "usage_estimated": B, "cost_estimated": B,
-        "cost_unpriced": B, "truncated": B, "summarized": B, "created_at": TS,
-    },
-    "tool_calls": {
-        "trace_id": S, "message_id": S, "sequence": I, "call_index": I, "call_id": S, "tool_name": S,
-        "arguments": O, "result_sequence": NI, "is_error": NB, "refused": S, "truncated": NB, "summarized": NB,
-        "result_chars": NI, "duration_ms": F, "created_at": TS,
-    },
-    "goals": {
-        "trace_id": S, "goal_id": S, "parent_goal_id": S, "depth": I, "position": I, "description": S, "reason": S,
-        "type": S, "status": S, "trace_status": S, "effective_status": S, "summary": S, "n_sub_traces": I, "sub_trace_ids": O, "self_messages": I,
-        "self_tokens": I, "self_cost": F, "cumulative_messages": I, "cumulative_tokens": I, "cumulative_cost": F,
-        "is_current": B, "created_at": TS, "completed_at": TS,
-    },
-    "events": {
-        "trace_id": S, "event_id": I, "type": S, "created_at": TS, "goal_id": S, "message_sequence": NI,
-        "sub_trace_id": S, "status": S, "payload": O,
-    },
-    "usage": {
-        "trace_id": S, "root_trace_id": S, "parent_trace_id": S, "depth": I, "role": S, "label": S, "status": S,
-        "llm_calls": NI, "tool_calls": NI, "total_prompt_tokens": I, "total_completion_tokens": I,
-        "total_cached_tokens": I, "total_tokens": I, "total_cost": F, "estimated_calls": NI, "unpriced_calls": NI,
-        "duration_seconds": F,
-    },
-    "reports": {
-        "trace_id": S, "parent_trace_id": S, "root_trace_id": S, "depth": I, "role": S, "objective": S, "brief": O,
-        "outcome": S, "summary": S, "outputs": O, "evidence": O, "open_issues": O, "artifacts": O,
-        "submitted_by": S, "review_decision": S, "review_feedback": S,
-    },
-    "validations": {
-        "trace_id": S, "validator_trace_id": S, "validation_index": I, "scope": S, "verdict": S, "summary": S,
-        "criterion_index": NI, "criterion": S, "criterion_verdict": S, "criterion_evidence": S, "created_at": TS,
-    },
-    "verdicts": {
-        "trace_id": S, "validator_trace_id": S, "validation_index": I, "scope": S, "verdict": S, "summary": S,
-        "criteria": I, "passed": I, "failed": I, "unknown": I, "created_at": TS,
-    },
-    "claims": {
-        "trace_id": S, "validation_index": I, "claim_index": NI, "claim": S, "evidence": O, "check_verdict": S, "code": S,
-        "reason": S, "location": S, "excerpt": S, "report_verdict": S, "created_at": TS,
-    },
-}
-"""Column name -> dtype of every frame of `TraceFrames`."""
 
 
 def _frame(name: str, columns: dict[str, list[Any]]) -> pd.DataFrame:
@@ -253,25 +193,56 @@ def frames_from_records(
     records: Sequence[TraceRecord], *, with_messages: bool = True, tables: rows.MessageTables | None = None,
     event_columns: rows.Columns | None = None, origin: str | None = None,
 ) -> TraceFrames:
-    """Build the frames from trace records (pure; no store access).
+    """Build the frames from trace records (pure; no store access): the records path.
 
-    `tables` and `event_columns` replace what the records' messages and events would give (the
-    SQLite store reads them with SQL, `cyber_agent/notebook/sql_frames.py`); `origin` is the store
-    URL or export path the records came from (the `provenance` column of native traces).
+    `tables` and `event_columns` replace what the records' messages and events would give; `origin`
+    is the store URL or export path the records came from (the `provenance` column of native traces).
+    `to_frames` takes the columnar path (`columnar.py`); this one is its reference (the frames are equal).
     """
-    index = rows.TreeIndex(records)
     if tables is None:
         tables = rows.message_and_call_rows(records)
-    counts = tables.role_counts if with_messages else None
+    tool_names = {r.trace_id: _tool_names(r.messages) for r in records} if with_messages else None
+    return _frames(records, tables.role_counts if with_messages else None,
+                   tables.refusals if with_messages else None, tool_names, origin,
+                   messages=_frame("messages", tables.messages), tool_calls=_frame("tool_calls", tables.tool_calls),
+                   events=_frame("events", event_columns if event_columns is not None
+                                 else rows.event_rows(records, list(SCHEMAS["events"]))))
+
+
+def _tool_names(messages: Sequence[dict[str, Any]]) -> list[str]:
+    names: list[str] = []
+    for message in messages:
+        content = message.get("content")
+        if message.get("role") == "assistant" and isinstance(content, dict):
+            calls = content.get("tool_calls") or ()
+            joined = ",".join([c.get("name", "") for c in calls])  # as the stored `tool_call_names` joins them
+            if joined:
+                names.extend(joined.split(","))
+    return names
+
+
+_SHAPE_NAMES = frozenset(column.name for column in SHAPE)
+
+
+def _frames(records: Sequence[TraceRecord], counts: Sequence[tuple[int, int, int, int]] | None,
+            refusals: Sequence[str | None] | None, tool_names: dict[str, list[str]] | None, origin: str | None, *,
+            messages: pd.DataFrame, tool_calls: pd.DataFrame, events: pd.DataFrame) -> TraceFrames:
+    """The frames of `records` around their messages, tool-calls and events frames (both paths end here)."""
+    index = rows.TreeIndex(records)
+    shape = shape_columns(records, [c[0] for c in counts] if counts is not None else None, tool_names)
+
+    def own(name: str) -> list[str]:
+        return [column for column in SCHEMAS[name] if column not in _SHAPE_NAMES]
+
+    traces = rows.trace_rows(records, index, own("traces"), refusals, origin)
+    usage = rows.usage_rows(records, index, own("usage"), counts)
     return TraceFrames(
-        traces=_frame("traces", rows.trace_rows(records, index, list(SCHEMAS["traces"]),
-                                                tables.refusals if with_messages else None, origin)),
-        messages=_frame("messages", tables.messages),
-        tool_calls=_frame("tool_calls", tables.tool_calls),
+        traces=_frame("traces", {**traces, **shape}),
+        messages=messages,
+        tool_calls=tool_calls,
         goals=_frame("goals", rows.goal_rows(records, list(SCHEMAS["goals"]))),
-        events=_frame("events", event_columns if event_columns is not None
-                      else rows.event_rows(records, list(SCHEMAS["events"]))),
-        usage=_frame("usage", rows.usage_rows(records, index, list(SCHEMAS["usage"]), counts)),
+        events=events,
+        usage=_frame("usage", {**usage, **shape}),
         reports=_frame("reports", protocol_rows.report_rows(records, index, list(SCHEMAS["reports"]))),
         validations=_frame("validations", protocol_rows.validation_rows(records, list(SCHEMAS["validations"]))),
         verdicts=_frame("verdicts", protocol_rows.verdict_rows(records, list(SCHEMAS["verdicts"]))),
@@ -279,33 +250,47 @@ def frames_from_records(
     )
 
 
+def frames_from_columns(records: Sequence[TraceRecord], read: ColumnarRead, *, with_messages: bool = True,
+                        origin: str | None = None) -> TraceFrames:
+    """Build the frames from records read without messages and events, and their columnar read (the columnar path)."""
+    from cyber_agent.notebook.columnar import columnar_frames, events_frame
+
+    built = columnar_frames(records, read)
+    tables = built.tables()
+    return _frames(records, tables.role_counts if with_messages else None, tables.refusals if with_messages else None,
+                   built.tool_names() if with_messages else None, origin,
+                   messages=built.messages(), tool_calls=built.tool_calls(), events=events_frame(read))
+
+
 async def ato_frames(
     source: StoreSource, root_ids: Sequence[str] | str | None = None, *, messages: bool = True, events: bool = True
 ) -> TraceFrames:
-    """Load the trees under `root_ids` (every trace when None) from a store, directory or export."""
+    """Load the trees under `root_ids` (every trace when None) from a store, directory or export.
+
+    The columnar path: the store reads the messages and events as Arrow columns
+    (`cyber_agent/trace/protocols.py:TraceReader.read_columns`); an export, or any reader without
+    that method, gives records whose columns are built here. Without pyarrow, the records path.
+    """
     if isinstance(root_ids, str):
         root_ids = [root_ids]
     store = open_source(source)
+    origin = store_origin(store)
     with gc_paused():  # each collection would walk every record loaded so far
-        if sql_dialect(store) is not None:  # messages and events read with SQL, not record by record
-            records = await read_records(store, root_ids, messages=False, events=False)
-            damaged: list[DamagedEntry] = []
-            tables = sql_message_tables(store, records, damaged) if messages else None
-            event_columns = sql_event_rows(store, records, list(SCHEMAS["events"]), damaged) if events else None
-            if damaged:  # leave the damaged traces out of every frame, name them (as the listing does)
-                bad = {entry.name for entry in damaged}
-                records = [record for record in records if record.trace_id not in bad]
-                tables = sql_message_tables(store, records) if messages else None
-                event_columns = sql_event_rows(store, records, list(SCHEMAS["events"])) if events else None
-                warn_damaged(damaged)
-            frames = frames_from_records(records, with_messages=messages, tables=tables, event_columns=event_columns,
-                                         origin=store_origin(store))
-        else:
+        if not arrow_available():
             records = await read_records(store, root_ids, messages=messages, events=events)
-            frames = frames_from_records(records, with_messages=messages, origin=store_origin(store))
+            return frames_from_records(records, with_messages=messages, origin=origin)
+        read_columns = getattr(store, "read_columns", None)
+        if read_columns is not None:
+            read: ColumnarRead = read_columns(root_ids, messages=messages, events=events)
+            warn_damaged(read.damaged)  # the damaged traces are left out of every frame, and named
+        else:
+            read = columns_of_records(await read_records(store, root_ids, messages=messages, events=events),
+                                      messages=messages, events=events)
+        records = read.records
+        frames = frames_from_columns(records, read, with_messages=messages, origin=origin)
         # Freed here by reference counting, so the collection owed on leaving the pause only
         # walks what the frames keep (payload and argument dicts), not every parsed record.
-        del records
+        del records, read
     return frames
 
 

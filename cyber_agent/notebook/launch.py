@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import html
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,10 +24,12 @@ from cyber_agent.core.config import RunConfig
 from cyber_agent.core.runner import AgentRunner, RunResult
 from cyber_agent.core.trace_setup import parse_root_task_anchor
 from cyber_agent.errors import ConfigurationError, CyberAgentError, RunError, RunInterruptedError
+from cyber_agent.llm.resolve import resolve_llm
 from cyber_agent.llm.settings import ProviderSettings
 from cyber_agent.llm.types import LLMCall
 from cyber_agent.notebook.bridge import background_loop, in_background_thread
 from cyber_agent.notebook.display import RichDisplay, html_table
+from cyber_agent.notebook.pending_launch import PendingLaunch, awaitable_launch
 from cyber_agent.notebook.interrupt import (
     STOP_GRACE_SECONDS,
     current_cell_id,
@@ -38,15 +41,27 @@ from cyber_agent.notebook.interrupt import (
 from cyber_agent.notebook.progress import ProgressSnapshot, ProgressTracker
 from cyber_agent.notebook.progress_view import ViewGroup, WidgetView, make_view, widget_view
 from cyber_agent.notebook.records import read_records
+from cyber_agent.notebook.task_inputs import check_task_inputs
 from cyber_agent.tools.registry import ToolRegistry
 from cyber_agent.trace.memory_store import InMemoryTraceStore
 from cyber_agent.trace.models import Trace
 from cyber_agent.trace.protocols import TraceStore
 from cyber_agent.trace.store_url import STORE_ENV, open_store
 
-__all__ = ["Mode", "RunHandle", "launch", "run_config"]
+__all__ = ["Mode", "PendingLaunch", "RunHandle", "launch", "run_config"]
 
 Mode = Literal["legacy", "recursive"]
+
+
+def _execution_count() -> int | None:
+    """The kernel's current execution count (which cell run this is), None outside IPython."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    shell = get_ipython()
+    count = getattr(shell, "execution_count", None)
+    return count if isinstance(count, int) else None
 
 
 def run_config(
@@ -99,6 +114,7 @@ class RunHandle(RichDisplay):
         self._snapshot = self._tracker.snapshot()
         # Made here, in the caller's context, so a widget is displayed in the caller's cell.
         self._views = ViewGroup(make_view(progress, self._snapshot))
+        self._view_cell = _execution_count() if isinstance(self._views.views[0], WidgetView) else None
         self._started: concurrent.futures.Future[str] = concurrent.futures.Future()
         self._loop = background_loop()
         self._poll_errors: list[str] = []
@@ -354,6 +370,24 @@ class RunHandle(RichDisplay):
             lines.append(("refusal", result.refusal))
         return lines
 
+    def _ipython_display_(self) -> None:
+        """One live view per handle: a running handle shown in its launch cell points at the view above it.
+
+        Shown in a later cell while it runs, it is a live view (`progress()`, which replaces
+        itself by its final snapshot when the run ends); once done, the final table and answer.
+        Never a second table frozen at "running · 0 LLM calls".
+        """
+        from IPython.display import display
+
+        if self.done:
+            display(self._repr_mimebundle_(), raw=True)
+        elif self._view_cell is not None and self._view_cell == _execution_count():
+            line = f"RunHandle {self.trace_id or '(starting)'} on {type(self.store).__name__}: live progress above"
+            display({"text/plain": line, "text/html": f"<code>{html.escape(line)}</code>"}, raw=True)
+        else:
+            view = self.progress()
+            display(view if isinstance(view, WidgetView) else self._repr_mimebundle_(), raw=not isinstance(view, WidgetView))
+
     def __repr__(self) -> str:
         p = self._snapshot
         return (f"RunHandle(trace_id={self.trace_id!r}, status={p.status!r}, agents={p.agents}, "
@@ -373,6 +407,7 @@ class RunHandle(RichDisplay):
         return self._snapshot.to_html() + html_table(rows)
 
 
+@awaitable_launch
 async def launch(
     task: str | Sequence[dict[str, Any]],
     *,
@@ -388,7 +423,11 @@ async def launch(
     provider: ProviderSettings | Mapping[str, Any] | None = None,
     **run_config_fields: Any,
 ) -> RunHandle:
-    """Start a run on the background loop and return its handle once its root trace exists.
+    """Start a run on the background loop; `await` it for the RunHandle, returned once the root trace exists.
+
+    What it returns is a `PendingLaunch` (a coroutine that also explains a forgotten `await`).
+    The options are checked before anything is displayed: the model spec (a "did you mean" for
+    a mistyped one), the root task anchor, and that the workspace holds the task's input files.
 
     `store`: a TraceStore, a store URL (`file:.trace`, `sqlite:///runs.db`, `memory:`), a plain
     path, or None (`CYBER_AGENT_STORE` if set, else an in-memory store). `progress`: None/True
@@ -401,6 +440,10 @@ async def launch(
         run_config_fields["provider"] = provider if isinstance(provider, ProviderSettings) else dict(provider)
     config = run_config(mode=mode, model=model, workspace=workspace, max_iterations=max_iterations, **run_config_fields)
     messages = [{"role": "user", "content": task}] if isinstance(task, str) else [dict(m) for m in task]
+    # Checked before any view is displayed: a bad spec or a workspace without the task's input is one short error.
+    if llm_call is None:
+        resolve_llm(config.model, settings=config.provider)
+    check_task_inputs(messages, config.workspace)
     runner = AgentRunner(trace_store=_store(store), llm_call=llm_call, tool_registry=tool_registry)
     cell = current_cell_id()
     earlier = previous_run_of_cell(cell)

@@ -42,6 +42,7 @@ class _Agent:
     tokens: int = 0
     cost: float = 0.0
     pending: dict[str, str] = field(default_factory=dict)
+    finished: set[str] = field(default_factory=set)  # tool call ids whose result is stored
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -177,6 +178,9 @@ class ProgressTracker:
             agent.cost += cost
         elif role == "tool" and tool_call_id:
             agent.pending.pop(tool_call_id, None)
+            # The root's results reach the tracker from the runner before its events are polled: a
+            # `tool_call_started` read afterwards must not bring a finished tool back as running.
+            agent.finished.add(tool_call_id)
 
     def observe_event(self, agent: _Agent, kind: str, payload: dict[str, Any]) -> None:
         """Fold one persisted event of `agent`'s stream (its type and JSON payload)."""
@@ -186,7 +190,8 @@ class ProgressTracker:
                         int(m.get("prompt_tokens") or 0) + int(m.get("completion_tokens") or 0),
                         float(m.get("cost") or 0.0), m.get("tool_call_id"))
         elif kind == "progress" and payload.get("stage") == "tool_call_started" and payload.get("tool_call_id"):
-            agent.pending[str(payload["tool_call_id"])] = str(payload.get("tool") or "?")
+            if str(payload["tool_call_id"]) not in agent.finished:
+                agent.pending[str(payload["tool_call_id"])] = str(payload.get("tool") or "?")
         elif kind == "sub_trace_started" and isinstance(payload.get("trace_id"), str):
             if payload["trace_id"] not in self.agents:
                 self._discovered[payload["trace_id"]] = None

@@ -24,13 +24,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, UTC
 from typing import Any, Literal
 
+from cyber_agent.errors import InvalidIdError
 from cyber_agent.notebook.bridge import run_sync
+from cyber_agent.protocol.mode import MAX_CHILDREN_PER_PARENT
 from cyber_agent.trace import FileSystemTraceStore, Goal, GoalTree, Message, Trace
 from cyber_agent.trace.goal_models import GoalStatus, GoalType
 from cyber_agent.trace.protocols import TraceStore
-from cyber_agent.trace.trace_id import new_sub_trace_id
+from cyber_agent.trace.trace_id import MAX_TRACE_ID_LENGTH, new_sub_trace_id
 
-__all__ = ["SampleTree", "awrite_sample_tree", "write_sample_tree"]
+__all__ = ["SampleTree", "awrite_sample_tree", "max_traces", "write_sample_tree"]
 
 START = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 """When the sample run starts (so a seed gives the same ids and times)."""
@@ -104,48 +106,107 @@ def _child_topic(node: _Node, index: int) -> tuple[str, ...]:
     return (*node.topic, word)
 
 
-def _plan(rng: random.Random, traces: int, max_depth: int) -> list[_Node]:
-    """Every trace of the tree, parents before children, breadth first."""
-    seconds = iter(range(0, 10**9, 3))
-    root = _Node(trace_id=str(uuid.UUID(int=rng.getrandbits(128), version=4)), parent=None, kind="main", depth=0,
-                 topic=(), created=START)
-    order, queue = [root], [root]
-    leaves: list[_Node] = []
-    while len(order) < traces:
-        if not queue:  # every open agent was a leaf: open the earliest leaves after all
-            queue, leaves = leaves, []
-            if not queue:
+class _Planner:
+    """Draws the tree: breadth first, each agent up to `MAX_CHILDREN_PER_PARENT` children, until `traces` are planned."""
+
+    def __init__(self, rng: random.Random, traces: int, max_depth: int, seed: int) -> None:
+        self.rng, self.traces, self.max_depth, self.seed = rng, traces, max_depth, seed
+        self.seconds = iter(range(0, 10**9, 3))
+        self.root = _Node(trace_id=str(uuid.UUID(int=rng.getrandbits(128), version=4)), parent=None, kind="main", depth=0,
+                          topic=(), created=START)
+        self.order = [self.root]
+
+    def full(self) -> bool:
+        return len(self.order) >= self.traces
+
+    def add_child(self, parent: _Node) -> _Node:
+        """One more child of `parent` (with the validators of its reports, while traces are left)."""
+        rng = self.rng
+        created = START + timedelta(seconds=next(self.seconds))
+        mode: Kind = "delegate" if parent.depth == 0 else "explore"
+        child = _Node(trace_id=new_sub_trace_id(parent.trace_id, mode, len(parent.children) + 1, now=created),
+                      parent=parent, kind=mode, depth=parent.depth + 1, topic=_child_topic(parent, len(parent.children)),
+                      created=created)
+        parent.children.append(child)
+        self.order.append(child)
+        roll = rng.random()
+        child.status = "failed" if roll < 0.05 else "stopped" if roll < 0.08 else "completed"
+        if child.status == "completed":
+            first = "fail" if rng.random() < 0.2 else "unknown" if rng.random() < 0.05 else "pass"
+            child.verdicts = [first] if first == "pass" else [first, "pass" if rng.random() < 0.85 else "fail"]
+        for number in range(1, len(child.verdicts) + 1):
+            if self.full():
+                child.verdicts = child.verdicts[: number - 1]
                 break
-        parent = queue.pop(0)
-        if parent.depth > 1 and rng.random() < 0.3 and queue:  # the root's delegates all delegate further
-            leaves.append(parent)
-            continue
-        for index in range(rng.randint(5, 8) if parent.depth == 0 else rng.randint(3, 7)):
-            if len(order) >= traces:
+            stamp = created + timedelta(seconds=1 + number)
+            validator = _Node(trace_id=new_sub_trace_id(child.trace_id, "validator", number, now=stamp), parent=child,
+                              kind="validator", depth=child.depth + 1, topic=child.topic, created=stamp)
+            child.validators.append(validator)
+            self.order.append(validator)
+        return child
+
+    def plan(self) -> list[_Node]:
+        """Every trace of the tree, parents before children, breadth first."""
+        rng, quota = self.rng, MAX_CHILDREN_PER_PARENT
+        queue: list[_Node] = [self.root]
+        leaves: list[_Node] = []
+        while not self.full() and (queue or leaves):
+            if not queue:  # every open agent was a leaf: open the earliest leaves after all
+                queue, leaves = leaves, []
+            parent = queue.pop(0)
+            if parent.depth > 1 and rng.random() < 0.3 and queue:  # the root's delegates all delegate further
+                leaves.append(parent)
+                continue
+            wanted = min(quota, rng.randint(5, 8) if parent.depth == 0 else rng.randint(3, 7))
+            while len(parent.children) < wanted and not self.full():
+                child = self.add_child(parent)
+                if child.depth < self.max_depth:
+                    queue.append(child)
+        # The drawn shape holds fewer traces than asked: give the agents more children, up to the
+        # quota, shallowest first; then revise reports that passed at once (a second validator).
+        while not self.full():
+            open_agents = [n for n in self.order if n.kind != "validator" and n.depth < self.max_depth
+                           and len(n.children) < quota]
+            if not open_agents:
                 break
-            created = START + timedelta(seconds=next(seconds))
-            mode: Kind = "delegate" if parent.depth == 0 else "explore"
-            child = _Node(trace_id=new_sub_trace_id(parent.trace_id, mode, len(parent.children) + 1, now=created),
-                          parent=parent, kind=mode, depth=parent.depth + 1, topic=_child_topic(parent, index), created=created)
-            parent.children.append(child)
-            order.append(child)
-            roll = rng.random()
-            child.status = "failed" if roll < 0.05 else "stopped" if roll < 0.08 else "completed"
-            if child.depth < max_depth:
-                queue.append(child)
-            if child.status == "completed":
-                first = "fail" if rng.random() < 0.2 else "unknown" if rng.random() < 0.05 else "pass"
-                child.verdicts = [first] if first == "pass" else [first, "pass" if rng.random() < 0.85 else "fail"]
-            for number in range(1, len(child.verdicts) + 1):
-                if len(order) >= traces:
-                    child.verdicts = child.verdicts[: number - 1]
+            for parent in sorted(open_agents, key=lambda n: n.depth):
+                if self.full():
                     break
-                stamp = created + timedelta(seconds=1 + number)
-                validator = _Node(trace_id=new_sub_trace_id(child.trace_id, "validator", number, now=stamp), parent=child,
-                                  kind="validator", depth=child.depth + 1, topic=child.topic, created=stamp)
-                child.validators.append(validator)
-                order.append(validator)
-    return order
+                self.add_child(parent)
+        for node in [n for n in self.order if n.kind != "validator" and len(n.verdicts) == 1]:
+            if self.full():
+                break
+            node.verdicts = ["fail", "pass"]
+            stamp = node.created + timedelta(seconds=3)
+            validator = _Node(trace_id=new_sub_trace_id(node.trace_id, "validator", 2, now=stamp), parent=node,
+                              kind="validator", depth=node.depth + 1, topic=node.topic, created=stamp)
+            node.validators.append(validator)
+            self.order.append(validator)
+        if not self.full():
+            unjudged = sum(n.status != "completed" for n in self.order if n.parent is not None and n.kind != "validator")
+            raise ValueError(f"traces={self.traces}: seed {self.seed} draws a tree of at most {len(self.order)} traces "
+                             f"at max_depth={self.max_depth} ({quota} children per agent, each judged twice, but its "
+                             f"{unjudged} failed or stopped agents are not judged); ask for fewer traces, a larger "
+                             "max_depth, or another seed")
+        return self.order
+
+
+def _deepest_depth() -> int:
+    """The deepest agent level whose validators' ids fit in `MAX_TRACE_ID_LENGTH` (the id spells the lineage)."""
+    trace_id, depth = str(uuid.UUID(int=0, version=4)), 0
+    while True:
+        child = new_sub_trace_id(trace_id, "delegate" if depth == 0 else "explore", 999, now=START)
+        try:
+            new_sub_trace_id(child, "validator", 999, now=START)
+        except InvalidIdError:
+            return depth
+        trace_id, depth = child, depth + 1
+
+
+def max_traces(max_depth: int) -> int:
+    """Most traces any seed can draw at `max_depth`: a full tree of 6 children per agent, each judged twice."""
+    agents: int = sum(int(MAX_CHILDREN_PER_PARENT) ** depth for depth in range(1, max_depth + 1))
+    return 1 + 3 * agents
 
 
 def _turn(rng: random.Random, trace_id: str, goal: str, tool: str, arguments: dict[str, Any], result: str,
@@ -241,7 +302,7 @@ async def _write(store: TraceStore, rng: random.Random, node: _Node, root_id: st
         protocol, report = _records(node)
         summary = str(report["summary"])
         error = {"completed": None, "failed": f"read_file: ledger/{'/'.join(node.topic)}.csv: permission denied",
-                 "stopped": "child quota: 8 of 8 agents used; a batch of 3 would exceed it"}[node.status]
+                 "stopped": "child quota: 6 of 6 agents used; a batch of 3 would exceed it"}[node.status]
     await store.create_trace(Trace.model_validate({
         "trace_id": node.trace_id, "task": task, "parent_trace_id": node.parent.trace_id if node.parent else None,
         "parent_goal_id": ("1" if node.kind == "validator" else "3") if node.parent else None, "agent_type": node.kind, "model": "sample-model",
@@ -273,17 +334,29 @@ async def _write(store: TraceStore, rng: random.Random, node: _Node, root_id: st
         sequence += 2
 
 
+def _draw(*, traces: int, seed: int, max_depth: int) -> tuple[list[_Node], random.Random]:
+    """Check the request and draw the tree (nothing written); raise ValueError saying why it cannot be drawn."""
+    if type(traces) is not int or traces < 1:
+        raise ValueError(f"traces must be an int of at least 1, got {traces!r}")
+    deepest = _deepest_depth()
+    if type(max_depth) is not int or not 1 <= max_depth <= deepest:
+        raise ValueError(f"max_depth must be from 1 to {deepest}, got {max_depth!r}: a trace id spells its whole lineage, "
+                         f"and a validator of an agent {deepest + 1} levels deep would have an id longer than "
+                         f"{MAX_TRACE_ID_LENGTH} characters (MAX_TRACE_ID_LENGTH)")
+    if traces > (most := max_traces(max_depth)):
+        raise ValueError(f"traces={traces} does not fit in a tree {max_depth} levels deep: with at most "
+                         f"{MAX_CHILDREN_PER_PARENT} children per agent (the recursive quota) and two validators each, "
+                         f"it holds at most {most} traces; raise max_depth (up to {deepest}) or ask for fewer")
+    rng = random.Random(seed)
+    return _Planner(rng, traces, max_depth, seed).plan(), rng
+
+
 async def awrite_sample_tree(
     store: TraceStore | str | os.PathLike[str], *, traces: int = 1000, seed: int = 7, max_depth: int = 5,
 ) -> SampleTree:
     """Write a recursive-mode tree of `traces` traces (agents and validators) into `store`; return what was written."""
-    if traces < 1:
-        raise ValueError(f"traces must be at least 1, got {traces}")
-    if not 1 <= max_depth <= 6:
-        raise ValueError(f"max_depth must be from 1 to 6 (a trace id spells its whole lineage), got {max_depth}")
+    order, rng = _draw(traces=traces, seed=seed, max_depth=max_depth)
     target: TraceStore = FileSystemTraceStore(store) if isinstance(store, (str, os.PathLike)) else store
-    rng = random.Random(seed)
-    order = _plan(rng, traces, max_depth)
     root_id = order[0].trace_id
     for node in order:
         await _write(target, rng, node, root_id)

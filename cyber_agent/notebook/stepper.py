@@ -1,10 +1,10 @@
 """Step through the recursive protocol of a tree: brief → report → validation → review (SPEC J4).
 
-Skeleton for the recursive half. Items are read from the `protocol` column (`Trace.protocol`) through
-the `reports` and `validations` frames; a legacy tree has none and the stepper says so. The
-state lives in one IntSlider (the single source of truth; the buttons only move it), and the
-body is rendered by assigning `HTML.value` — never `with out:`, which only a frontend can
-capture — so headless tests can click and assert.
+Items are read from the `protocol` column (`Trace.protocol`) through the `reports` and
+`validations` frames; a legacy tree has none and the stepper says so. The state is plain Python
+(`ReportStepper.index` and `.verdict`); the display is self-contained HTML whose script draws
+the controls in the browser (`stepper_js.py`), so a saved notebook reopens readable without a
+kernel or widget state, and headless tests drive the same state the buttons show.
 
 Order: a trace's brief, then its children's steps, then each round of report → evidence check
 per claim (its verdict, reason and cited excerpt) → criterion verdicts → the parent's review (a report sent back with `revise` and submitted again is a new
@@ -17,6 +17,7 @@ and the verdict dropdown keep only the criterion verdicts of that kind.
 from __future__ import annotations
 
 import html
+import json
 import textwrap
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,7 @@ import pandas as pd
 from cyber_agent.notebook.display import RichDisplay
 from cyber_agent.notebook.frames import TraceFrames, to_frames
 from cyber_agent.notebook.records import StoreSource
+from cyber_agent.notebook.stepper_js import STEPPER_CSS, STEPPER_JS
 
 __all__ = ["ReportStepper", "StepItem", "protocol_items"]
 
@@ -240,45 +242,28 @@ def protocol_items(frames: TraceFrames) -> list[StepItem]:
 
 
 class ReportStepper(RichDisplay):
-    """Prev / slider / next over the protocol items of a tree, a trace picker and a verdict filter."""
+    """Prev / slider / next over the protocol items of a tree, a trace picker and a verdict filter.
+
+    The state is plain Python (`index`, `verdict`, moved by `go`, `next`, `prev`, `jump_to`,
+    `filter_verdict`); displayed, the stepper is self-contained HTML: the script of
+    `cyber_agent/notebook/stepper_js.py` draws the controls in the browser, starting at the step
+    shown, and a static list of every step (the current one open) shows where scripts do not run.
+    No widget: a saved notebook reopens as it was, in JupyterLab, on GitHub and in nbviewer.
+    """
 
     def __init__(self, source: StoreSource | TraceFrames, root_trace_id: str) -> None:
-        import ipywidgets as widgets
-
         frames = to_frames(source, [root_trace_id], events=False).tree(root_trace_id)
+        self.root_trace_id = root_trace_id
+        """The tree's root (or the subtree's top)."""
         self.items = protocol_items(frames)
         """The steps, in order."""
         self.visible: list[StepItem] = list(self.items)
-        """The steps the verdict filter keeps (all of them by default); the slider moves over these."""
-        self._quiet = False
-        count = max(len(self.items), 1)
-        self.slider = widgets.IntSlider(value=0, min=0, max=count - 1, description="step", readout=False,
-                                        disabled=not self.items)
-        self.prev_button = widgets.Button(description="◀ prev", disabled=True)
-        self.next_button = widgets.Button(description="next ▶", disabled=len(self.items) <= 1)
-        self.label = widgets.Label()
-        self.body = widgets.HTML()
-        self.trace_picker = widgets.Dropdown(options=self._trace_options(frames), description="trace",
-                                             disabled=not self.items, layout=widgets.Layout(width="40em"))
-        """Jump to the first step of a trace; follows the step shown."""
-        self.verdict_filter = widgets.Dropdown(options=["all", *VERDICTS], value="all", description="verdict",
-                                               disabled=not self.items, layout=widgets.Layout(width="14em"))
-        """Keep every step ("all") or only the criterion verdicts of one kind."""
-        self.prev_button.on_click(lambda _: self.go(self.slider.value - 1))
-        self.next_button.on_click(lambda _: self.go(self.slider.value + 1))
-        self.slider.observe(lambda _: None if self._quiet else self._render(), names="value")
-        self.trace_picker.observe(self._picked, names="value")
-        self.verdict_filter.observe(lambda change: self._apply_filter(), names="value")
-        self.widget = widgets.VBox([
-            widgets.HBox([self.prev_button, self.slider, self.next_button, self.label]),
-            widgets.HBox([self.trace_picker, self.verdict_filter]),
-            self.body,
-        ])
-        # Stable class names, so a browser test (or a stylesheet) can find the parts.
-        self.widget.add_class("cyber-agent-stepper")
-        self.body.add_class("cyber-agent-stepper-body")
-        self.label.add_class("cyber-agent-stepper-label")
-        self._render()
+        """The steps the verdict filter keeps (all of them by default); `index` moves over these."""
+        self._index = 0
+        self._verdict = "all"
+        self._displays: list[Any] = []  # IPython DisplayHandles of the outputs showing this stepper
+        self.trace_options = self._trace_options(frames)
+        """(text, trace id) of every trace with steps, in step order: what the trace picker offers."""
 
     def _trace_options(self, frames: TraceFrames) -> list[tuple[str, str]]:
         labels = dict(zip(frames.traces["trace_id"], frames.traces["label"]))
@@ -295,94 +280,134 @@ class ReportStepper(RichDisplay):
     @property
     def index(self) -> int:
         """Position of the current step (among the visible ones)."""
-        return int(self.slider.value)
+        return self._index
+
+    @property
+    def verdict(self) -> str:
+        """The verdict filter: "all", or the criterion verdict kept (pass, fail, unknown)."""
+        return self._verdict
 
     @property
     def current(self) -> StepItem | None:
         """The step shown (None when the tree has no protocol data, or the filter keeps nothing)."""
-        return self.visible[self.index] if self.visible else None
+        return self.visible[self._index] if self.visible else None
+
+    @property
+    def trace(self) -> str | None:
+        """The trace of the step shown (what the trace picker shows)."""
+        item = self.current
+        return item.trace_id if item is not None else None
+
+    @property
+    def at_first(self) -> bool:
+        """True at the first visible step (or with none): "◀ prev" is disabled."""
+        return self._index == 0 or not self.visible
+
+    @property
+    def at_last(self) -> bool:
+        """True at the last visible step (or with none): "next ▶" is disabled."""
+        return self._index >= len(self.visible) - 1
+
+    @property
+    def label(self) -> str:
+        """`3 / 12 · validation` (· fail only when filtered): where the stepper is."""
+        only = "" if self._verdict == "all" else f" · {self._verdict} only"
+        item = self.current
+        return f"0 / 0{only}" if item is None else f"{self._index + 1} / {len(self.visible)} · {item.kind}{only}"
+
+    @property
+    def body(self) -> str:
+        """The step shown, as HTML (or why there is none)."""
+        return self.to_html_step()
 
     def go(self, index: int) -> None:
         """Show step `index` (clamped to the visible steps)."""
         if self.visible:
-            self.slider.value = min(max(index, 0), len(self.visible) - 1)
+            self._index = min(max(index, 0), len(self.visible) - 1)
+        self._changed()
+
+    def next(self) -> None:
+        """Show the next step (at the last one, nothing moves)."""
+        self.go(self._index + 1)
+
+    def prev(self) -> None:
+        """Show the previous step (at the first one, nothing moves)."""
+        self.go(self._index - 1)
 
     def jump_to(self, trace_id: str) -> None:
         """Show the first step of `trace_id`; a verdict filter that hides all of its steps is reset to "all"."""
         if not any(item.trace_id == trace_id for item in self.items):
             raise ValueError(f"no steps for trace {trace_id!r} in this tree (validators have none of their own)")
         if not any(item.trace_id == trace_id for item in self.visible):
-            self.verdict_filter.value = "all"
-        self._move(next(i for i, item in enumerate(self.visible) if item.trace_id == trace_id))
+            self.filter_verdict("all")
+        self._index = next(i for i, item in enumerate(self.visible) if item.trace_id == trace_id)
+        self._changed()
 
     def filter_verdict(self, verdict: str = "all") -> None:
-        """Keep only criterion verdicts `verdict` (pass, fail, unknown), or every step ("all")."""
+        """Keep only criterion verdicts `verdict` (pass, fail, unknown), or every step ("all"); the step shown stays if kept."""
         if verdict not in ("all", *VERDICTS):
             raise ValueError(f"verdict must be one of all, {', '.join(VERDICTS)}; got {verdict!r}")
-        self.verdict_filter.value = verdict
-
-    def _apply_filter(self) -> None:
         shown = self.current
-        wanted = self.verdict_filter.value
-        self.visible = [item for item in self.items if wanted == "all" or item.verdict == wanted]
-        self._move(self.visible.index(shown) if shown in self.visible else 0)
+        self._verdict = verdict
+        self.visible = [item for item in self.items if verdict == "all" or item.verdict == verdict]
+        self._index = self.visible.index(shown) if shown in self.visible else 0
+        self._changed()
 
-    def _picked(self, change: Any) -> None:
-        if not self._quiet and isinstance(change["new"], str) and (self.current is None or change["new"] != self.current.trace_id):
-            self.jump_to(change["new"])
+    def _changed(self) -> None:
+        """Show the new state in every output displaying this stepper (by display id: the saved notebook keeps it)."""
+        if self._displays:
+            bundle = self._repr_mimebundle_()
+            for shown in self._displays:
+                shown.update(bundle, raw=True)
 
-    def _move(self, index: int) -> None:
-        """Set slider range and position together, then render once."""
-        top = max(len(self.visible) - 1, 0)
-        self._quiet = True
-        try:
-            if top >= self.slider.max:
-                self.slider.max = top
-                self.slider.value = index
-            else:
-                self.slider.value = index
-                self.slider.max = top
-        finally:
-            self._quiet = False
-        self._render()
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        # A display id, so code that moves the stepper later (`next()`, `jump_to`) moves the output above too.
+        self._displays.append(display(self._repr_mimebundle_(), raw=True, display_id=True))
 
     def _empty_text(self) -> str:
-        return EMPTY if not self.items else f"no steps with verdict {self.verdict_filter.value}"
-
-    def _render(self) -> None:
-        item = self.current
-        only = "" if self.verdict_filter.value == "all" else f" · {self.verdict_filter.value} only"
-        if item is None:
-            self.label.value, self.body.value = f"0 / 0{only}", f"<i>{html.escape(self._empty_text())}</i>"
-            self.prev_button.disabled = self.next_button.disabled = True
-            self.slider.disabled = True
-            return
-        self.label.value = f"{self.index + 1} / {len(self.visible)} · {item.kind}{only}"
-        self.body.value = item.to_html()
-        self.slider.disabled = False
-        self.prev_button.disabled = self.index == 0
-        self.next_button.disabled = self.index >= len(self.visible) - 1
-        if self.trace_picker.value != item.trace_id:
-            self._quiet = True
-            try:
-                self.trace_picker.value = item.trace_id
-            finally:
-                self._quiet = False
+        return EMPTY if not self.items else f"no steps with verdict {self._verdict}"
 
     def __repr__(self) -> str:
-        return f"ReportStepper(steps={len(self.items)}, index={self.index})"
+        return f"ReportStepper(steps={len(self.items)}, index={self._index})"
 
     def to_text(self) -> str:
         """The current step as text (or that there is none)."""
         item = self.current
-        return self._empty_text() if item is None else f"step {self.index + 1}/{len(self.visible)} · {item.to_text()}"
+        return self._empty_text() if item is None else f"step {self._index + 1}/{len(self.visible)} · {item.to_text()}"
 
-    def to_html(self) -> str:
-        """The current step as HTML."""
+    def to_html_step(self) -> str:
+        """The current step as HTML (or why there is none)."""
         item = self.current
         return f"<i>{html.escape(self._empty_text())}</i>" if item is None else item.to_html()
 
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
-        bundle.update({"text/plain": self.to_text(), "text/html": self.to_html()})
-        return bundle
+    def _static(self) -> str:
+        """Every step as a `<details>` (the current one open and marked), for wherever scripts do not run."""
+        shown = self.current
+        rows = []
+        for item in self.items:
+            body = "".join(f"<li>{html.escape(line)}</li>" for line in item.lines)
+            dot = (f'<span style="color:{VERDICT_COLORS[item.verdict]}">●</span> '
+                   if item.verdict in VERDICT_COLORS else "")
+            now = item is shown
+            summary = f"{dot}{'▶ ' if now else ''}{html.escape(item.title)}"
+            inner = f"<ul>{body}</ul>" if body else ""
+            mark = ' class="ca-now"' if now else ""
+            rows.append(f'<li{mark}><details{" open" if now else ""}><summary>{summary}</summary>{inner}</details></li>')
+        head = f"<b>{len(self.items)} protocol steps</b> · {html.escape(self.label)}"
+        if not self.items:
+            return f"{head}<br><i>{html.escape(EMPTY)}</i>"
+        return f"{head}<ol>{''.join(rows)}</ol>"
+
+    def to_html(self) -> str:
+        """The stepper as self-contained HTML: the steps as data, the script, and the static list (no random ids)."""
+        data = {"items": [[i.kind, i.trace_id, i.verdict, i.to_html()] for i in self.items],
+                "traces": self.trace_options, "verdicts": list(VERDICTS), "verdict": self._verdict,
+                "index": self._index, "empty": EMPTY}
+        payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+        # No element id: the script finds its box as its own ancestor (`document.currentScript`).
+        return (f'<div class="ca-stepper-box cyber-agent-stepper"><style>{STEPPER_CSS}</style>'
+                f'<div class="ca-stepper-static">{self._static()}</div>'
+                f'<script type="application/json" class="ca-data">{payload}</script>'
+                f'<script>{STEPPER_JS}</script></div>')

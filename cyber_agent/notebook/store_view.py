@@ -9,7 +9,6 @@ same `TraceStore` calls) as a live store, without anything being able to run on 
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, NoReturn
@@ -18,11 +17,14 @@ from pydantic import ValidationError
 
 from cyber_agent.errors import CorruptRecordError, MessageNotFoundError, StoreError, TraceNotFoundError
 from cyber_agent.notebook.display import RichDisplay, html_table
+from cyber_agent.trace.budget_limits import ResourceUsage
 from cyber_agent.trace.events import EVENT_TYPES, TraceEvent
 from cyber_agent.trace.goal_models import GoalTree
-from cyber_agent.trace.models import Message, Trace, TraceMode, TraceStatus
+from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.protocols import WRITE_METHODS
 from cyber_agent.trace.records import TraceRecord, parse_time, select_trees
+from cyber_agent.trace.side_records import StopRequest, ToolApprovals, tool_approvals_from, usage_from
+from cyber_agent.trace.trace_filter import TraceFilter
 from cyber_agent.trace.trace_id import parse_message_id
 
 __all__ = ["ReadOnlyTraceStore"]
@@ -103,40 +105,21 @@ class ReadOnlyTraceStore(RichDisplay):
         trace = self._traces.get(trace_id)
         return trace.model_copy(deep=True) if trace is not None else None
 
-    async def list_traces(
-        self,
-        *,
-        mode: TraceMode | None = None,
-        status: TraceStatus | None = None,
-        agent_type: str | None = None,
-        parent_trace_id: str | None = None,
-        created_by_tool: str | None = None,
-        uid: str | None = None,
-        limit: int | None = 50,
-    ) -> list[Trace]:
-        """Newest first; every filter is applied before `limit`."""
-        out = [
-            t.model_copy(deep=True) for t in self._traces.values()
-            if (mode is None or t.mode == mode) and (status is None or t.status == status)
-            and (agent_type is None or t.agent_type == agent_type)
-            and (parent_trace_id is None or t.parent_trace_id == parent_trace_id)
-            and (created_by_tool is None or t.lineage.created_by_tool == created_by_tool)
-            and (uid is None or t.uid == uid)
-        ]
-        out.sort(key=lambda t: (t.created_at, t.trace_id), reverse=True)
-        return out if limit is None else out[:limit]
+    async def list_traces(self, where: TraceFilter | None = None, /, **filters: Any) -> list[Trace]:
+        """Newest first; every filter (`TraceFilter`, or its fields as keywords) is applied before `limit`."""
+        return [t.model_copy(deep=True) for t in TraceFilter.of(where, filters).select(self._traces.values())]
 
-    async def get_resource_usage(self, root_trace_id: str) -> dict[str, Any] | None:
-        """Return the root's usage record, or None."""
-        return copy.deepcopy(self._require(root_trace_id).resource_usage)
+    async def get_resource_usage(self, root_trace_id: str) -> ResourceUsage | None:
+        """Return the root's usage, or None; CorruptRecordError when the record is incomplete or invalid."""
+        return usage_from(self._require(root_trace_id).resource_usage, f"{root_trace_id}/resource_usage.json")
 
-    async def get_stop_requests(self, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    async def get_stop_requests(self, trace_ids: Sequence[str]) -> dict[str, StopRequest]:
         """An export keeps no stop requests: always empty (unknown ids raise nothing either)."""
         return {}
 
-    async def get_tool_approvals(self, trace_id: str) -> dict[str, Any] | None:
-        """Return the approval state, or None."""
-        return copy.deepcopy(self._require(trace_id).tool_approvals)
+    async def get_tool_approvals(self, trace_id: str) -> ToolApprovals | None:
+        """Return the approval state, or None; CorruptRecordError when a batch does not fit."""
+        return tool_approvals_from(self._require(trace_id).tool_approvals, f"{trace_id}/tool_approvals.json")
 
     async def get_goal_tree(self, trace_id: str) -> GoalTree | None:
         """Return the goal tree (None for an unknown trace)."""

@@ -14,12 +14,14 @@ in ONE scatter (the marker of each point set per role).
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-from typing import Any, Literal
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Union
 
 import networkx as nx
+from matplotlib.axes import Axes
 from matplotlib.collections import LineCollection
-from matplotlib.figure import Figure
+from matplotlib.figure import Figure, FigureBase
 from matplotlib.lines import Line2D
 from matplotlib.markers import MarkerStyle
 
@@ -34,9 +36,29 @@ from cyber_agent.notebook.tree_fit import (
     label_size,
     wrap_label,
 )
+from cyber_agent.errors import ConfigurationError
 from cyber_agent.notebook.tree_labels import VERDICT_MARKS
 
-__all__ = ["ROLE_MARKERS", "STATUS_COLORS", "VERDICT_COLORS", "Orientation", "draw_tree", "tidy_tree_layout"]
+if TYPE_CHECKING:
+    from cyber_agent.analysis.explain import Attribution
+
+__all__ = [
+    "DIFF_COLORS",
+    "HIGHLIGHT_COLOR",
+    "NODES_GID",
+    "ROLE_MARKERS",
+    "STATUS_COLORS",
+    "VERDICT_COLORS",
+    "HighlightInput",
+    "Orientation",
+    "TreePlan",
+    "draw_tree",
+    "drawn_colors",
+    "highlight_of",
+    "plan_tree",
+    "render_tree",
+    "tidy_tree_layout",
+]
 
 Orientation = Literal["vertical", "horizontal", "auto"]
 STATUS_COLORS: dict[str, str] = {
@@ -47,6 +69,15 @@ STATUS_COLORS: dict[str, str] = {
 """Fill colour of a node by status (traces, goals, count nodes)."""
 UNSUPPORTED_COLOR = "#d62728"
 """The cross on a child whose report had claims the evidence check found unsupported."""
+DIFF_COLORS: dict[str, str] = {
+    "same": "#e8e8e8", "changed": "#9467bd", "relabelled": "#ff7f0e", "inserted": "#2ca02c", "deleted": "#d62728",
+}
+"""Fill of a node of a comparison by its `diff`: unchanged, changed (status / outcome / verdict), relabelled
+(its brief changed), inserted (only in b), deleted (only in a)."""
+HIGHLIGHT_COLOR = "#e6007e"
+"""Rings and edges of a highlighted path (an `explain` chain)."""
+NODES_GID = "tree-nodes"
+"""The gid of the node scatter of a drawing (`drawn_colors` finds it by this)."""
 VERDICT_COLORS: dict[str, str] = {"pass": "#2ca02c", "fail": "#d62728", "unknown": "#e7ba52"}
 """A validator's fill and a judged trace's ring, by verdict (a node's `verdict` attribute)."""
 ROLE_MARKERS: dict[str, str] = {
@@ -129,22 +160,80 @@ def _fit(graph: nx.DiGraph, root: Hashable | None, orientation: Orientation, fon
     return folded, orientation, budget.leaf, budget.level, wrap
 
 
-def draw_tree(
-    graph: nx.DiGraph,
-    *,
-    orientation: Orientation = "vertical",
-    labels: bool | None = None,
-    title: str | None = None,
-    figsize: tuple[float, float] | None = None,
-    max_depth: int | None = None,
-    max_nodes: int | None = None,
-    fold: bool = True,
-) -> Figure:
-    """Draw a tree DiGraph (nodes with `status`, `role`, `label`, optional `verdict`); return the Figure.
+HighlightInput = Union["Attribution", Iterable[Hashable], None]
+"""What `draw_tree(highlight=...)` takes: an `explain` result (its chain, its node) or node ids."""
 
-    Folds what does not fit (`cyber_agent/notebook/tree_fit.py:fold_tree`) into count nodes, also
-    below `max_depth` levels and beyond `max_nodes` nodes; `fold=False` draws every node.
-    """
+
+@dataclass(frozen=True, kw_only=True)
+class _Highlight:
+    path: frozenset[Hashable]
+    """Nodes of the highlighted path (a hidden one stands for the count node that folds it)."""
+    culprit: Hashable | None
+    """The node `explain` named (drawn with a thicker ring), or None."""
+    caption: str = ""
+
+
+def highlight_of(graph: nx.DiGraph, drawn: nx.DiGraph, highlight: HighlightInput) -> _Highlight | None:
+    """The path to highlight in the drawn (maybe folded) graph: a node folded away stands for its count node."""
+    if highlight is None:
+        return None
+    chain = getattr(highlight, "chain", None)
+    if chain is not None:
+        nodes: list[Hashable] = list(chain)
+        culprit: Hashable | None = getattr(highlight, "trace_id", None)
+        kind, step = getattr(highlight, "kind", None), getattr(highlight, "step", None)
+        caption = f"explain: {kind} at step {step}" if kind else ""
+    else:
+        nodes, culprit, caption = list(highlight), None, ""  # type: ignore[arg-type]
+    missing = [n for n in nodes if n not in graph]
+    if missing:
+        raise ConfigurationError("highlight", f"names nodes that are not in the tree: {missing[:3]!r}; "
+                                              "pass explain() of this tree's root or ids of its nodes")
+
+    def shown(node: Hashable) -> Hashable:
+        current = node
+        while current not in drawn:  # folded away: the count node of the nearest drawn ancestor
+            parent = next(iter(graph.predecessors(current)), None)
+            if parent is None:
+                return node
+            if ("folded", parent) in drawn:
+                return ("folded", parent)
+            current = parent
+        return current
+
+    return _Highlight(path=frozenset(shown(n) for n in nodes), culprit=shown(culprit) if culprit is not None else None,
+                      caption=caption)
+
+
+@dataclass(kw_only=True)
+class TreePlan:
+    """A tree laid out for drawing: the (folded) graph, positions, orientation and the inches it needs."""
+
+    graph: nx.DiGraph
+    pos: dict[Hashable, tuple[float, float]]
+    horizontal: bool
+    figsize: tuple[float, float]
+    fontsize: float
+    leaf: float
+    wrap: int | None
+    fold: bool
+    root: Hashable | None
+
+    @property
+    def nodes(self) -> list[Hashable]:
+        """Drawn nodes in the order of the node scatter's points."""
+        return list(self.pos)
+
+    def xy(self, node: Hashable) -> tuple[float, float]:
+        """Where `node` is drawn (data coordinates of the axes)."""
+        x, y = self.pos[node]
+        return (-y, -x) if self.horizontal else (x, y)
+
+
+def plan_tree(graph: nx.DiGraph, *, orientation: Orientation = "vertical", figsize: tuple[float, float] | None = None,
+              max_depth: int | None = None, max_nodes: int | None = None, fold: bool = True,
+              titled: bool = False) -> TreePlan:
+    """Fold, orient, lay out and size `graph` as `draw_tree` does (without drawing)."""
     root = graph.graph.get("root") if graph.graph.get("root") in graph else None
     fontsize = 8.0 if graph.number_of_nodes() <= MAX_LABELLED_NODES else 7.0
     leaf = level = 0.0
@@ -155,42 +244,87 @@ def draw_tree(
         orientation = "vertical"
     pos = tidy_tree_layout(graph, root)
     nodes = list(pos)
-    n = len(nodes)
-    depth_of = {node: -pos[node][1] for node in nodes}
     leaves = max(1, sum(1 for node in nodes if graph.out_degree(node) == 0))
-    levels = int(max(depth_of.values(), default=0)) + 1
+    levels = int(max((-p[1] for p in pos.values()), default=0)) + 1
     horizontal = orientation == "horizontal"
     if figsize is None:
-        figsize = _figsize(horizontal, leaves, levels, leaf, level, graph, nodes, bool(title))
+        figsize = _figsize(horizontal, leaves, levels, leaf, level, graph, nodes, titled)
+    return TreePlan(graph=graph, pos=pos, horizontal=horizontal, figsize=figsize, fontsize=fontsize, leaf=leaf, wrap=wrap,
+                    fold=fold, root=root)
 
-    def xy(node: Hashable) -> tuple[float, float]:
-        x, y = pos[node]
-        return (-y, -x) if horizontal else (x, y)
 
-    fig = Figure(figsize=figsize)
+def draw_tree(
+    graph: nx.DiGraph,
+    *,
+    orientation: Orientation = "vertical",
+    labels: bool | None = None,
+    title: str | None = None,
+    figsize: tuple[float, float] | None = None,
+    max_depth: int | None = None,
+    max_nodes: int | None = None,
+    fold: bool = True,
+    highlight: HighlightInput = None,
+) -> Figure:
+    """Draw a tree DiGraph (nodes with `status`, `role`, `label`, optional `verdict`, `diff`); return the Figure.
+
+    Folds what does not fit (`cyber_agent/notebook/tree_fit.py:fold_tree`) into count nodes, also
+    below `max_depth` levels and beyond `max_nodes` nodes; `fold=False` draws every node. A node
+    with a `diff` attribute (`cyber_agent/notebook/tree_diff.py:comparison_graph`) is filled with
+    its `DIFF_COLORS`. `highlight` (an `explain` result, or node ids) draws that path's edges and
+    rings in `HIGHLIGHT_COLOR`, the named node with a thicker ring.
+    """
+    plan = plan_tree(graph, orientation=orientation, figsize=figsize, max_depth=max_depth, max_nodes=max_nodes, fold=fold,
+                     titled=bool(title))
+    fig = Figure(figsize=plan.figsize)
+    render_tree(fig, plan, labels=labels, title=title, highlight=highlight_of(graph, plan.graph, highlight))
+    return fig
+
+
+def render_tree(fig: FigureBase, plan: TreePlan, *, labels: bool | None = None, title: str | None = None,
+                highlight: _Highlight | None = None) -> Axes:
+    """Draw `plan` on a new axes of `fig` (a Figure or a SubFigure); return the axes."""
+    graph, nodes, figsize, horizontal = plan.graph, plan.nodes, plan.figsize, plan.horizontal
+    n = len(nodes)
+    depth_of = {node: -plan.pos[node][1] for node in nodes}
+    xy = plan.xy
     # Fixed margins in inches instead of constrained layout: measuring every label costs ~0.3 s at 1k nodes.
     fig.subplots_adjust(left=0.15 / figsize[0], right=1 - (LEGEND_WIDTH - 0.1) / figsize[0], bottom=0.1 / figsize[1],
                         top=1 - (0.45 if title else 0.15) / figsize[1])
     ax = fig.add_subplot()
     ax.set_axis_off()
-    segments = []
+    segments: list[list[tuple[float, float]]] = []
+    lit: list[list[tuple[float, float]]] = []
     for parent, child in graph.edges():
-        if parent in pos and child in pos:
+        if parent in plan.pos and child in plan.pos:
             (px, py), (cx, cy) = xy(parent), xy(child)
             mid = (px + 0.5, py) if horizontal else (px, py - 0.5)
-            segments.append([(px, py), mid, (mid[0], cy), (cx, cy)] if horizontal else [(px, py), mid, (cx, mid[1]), (cx, cy)])
+            segment = [(px, py), mid, (mid[0], cy), (cx, cy)] if horizontal else [(px, py), mid, (cx, mid[1]), (cx, cy)]
+            on_path = highlight is not None and parent in highlight.path and child in highlight.path
+            (lit if on_path else segments).append(segment)
     ax.add_collection(LineCollection(segments, colors="#9a9a9a", linewidths=0.9 if n <= 200 else 0.4, zorder=1))
+    if lit:
+        ax.add_collection(LineCollection(lit, colors=HIGHLIGHT_COLOR, linewidths=2.6, zorder=2, gid="highlight-edges"))
 
     statuses = [str(graph.nodes[node].get("status")) for node in nodes]
     roles = [str(graph.nodes[node].get("role", "agent")) for node in nodes]
     verdicts = [graph.nodes[node].get("verdict") for node in nodes]
+    diffs = [graph.nodes[node].get("diff") for node in nodes]
     hidden_bad = [bool(graph.nodes[node].get("failed") or graph.nodes[node].get("stopped") or graph.nodes[node].get("rejected"))
                   if role == FOLDED_ROLE else False for node, role in zip(nodes, roles)]
     marker_of = _markers(list(dict.fromkeys(roles)))
     coords = [xy(node) for node in nodes]
     fills, edges, widths = _node_colors(statuses, roles, verdicts, hidden_bad, thin=n > 200)
-    scatter = ax.scatter([c[0] for c in coords], [c[1] for c in coords], s=_marker_size(n, leaf, fold), zorder=3,
+    for index, diff in enumerate(diffs):
+        if diff in DIFF_COLORS:
+            fills[index] = DIFF_COLORS[diff]
+    if highlight is not None:
+        for index, node in enumerate(nodes):
+            if node in highlight.path or node == highlight.culprit:
+                edges[index] = HIGHLIGHT_COLOR
+                widths[index] = 4.0 if node == highlight.culprit else 2.4
+    scatter = ax.scatter([c[0] for c in coords], [c[1] for c in coords], s=_marker_size(n, plan.leaf, plan.fold), zorder=3,
                          c=fills, edgecolors=edges, linewidths=widths)
+    scatter.set_gid(NODES_GID)
     paths = {}
     for role, marker in marker_of.items():
         style = MarkerStyle(marker)
@@ -199,7 +333,7 @@ def draw_tree(
 
     if labels is None or labels:
         _draw_labels(ax, graph, {node: xy(node) for node in nodes}, depth_of, horizontal=horizontal, figsize=figsize,
-                     fontsize=fontsize, everything=fold, wrap=wrap)
+                     fontsize=plan.fontsize, everything=plan.fold, wrap=plan.wrap)
     xs, ys = [c[0] for c in coords] or [0.0], [c[1] for c in coords] or [0.0]
     if horizontal:
         ax.set_xlim(min(xs) - 0.3, max(xs) + 1.0)
@@ -211,12 +345,23 @@ def draw_tree(
     flagged = [c for node, c in zip(nodes, coords) if graph.nodes[node].get("unsupported_claims")]
     if flagged:
         dx, dy = (0.18, 0.18)
-        ax.scatter([x + dx for x, _ in flagged], [y + dy for _, y in flagged], marker="X", s=_marker_size(n, leaf, fold) * 0.45,
-                   c=UNSUPPORTED_COLOR, edgecolors="white", linewidths=0.5, zorder=4)
-    _legend(ax, statuses, roles, verdicts, marker_of, unsupported=bool(flagged))
+        ax.scatter([x + dx for x, _ in flagged], [y + dy for _, y in flagged], marker="X",
+                   s=_marker_size(n, plan.leaf, plan.fold) * 0.45, c=UNSUPPORTED_COLOR, edgecolors="white",
+                   linewidths=0.5, zorder=4)
+    _legend(ax, statuses, roles, verdicts, marker_of, unsupported=bool(flagged), diffs=diffs, highlight=highlight)
     if title:
         ax.set_title(title, fontsize=10, loc="left")
-    return fig
+    return ax
+
+
+def drawn_colors(ax: Axes) -> dict[tuple[float, float], tuple[float, ...]]:
+    """{(x, y) of a node: its RGBA fill} of the node scatter on `ax` (map positions to nodes with `TreePlan.xy`)."""
+    import numpy as np
+
+    scatter = next(c for c in ax.collections if c.get_gid() == NODES_GID)
+    colors = np.asarray(scatter.get_facecolor(), dtype="float64")
+    offsets = np.asarray(scatter.get_offsets(), dtype="float64")
+    return {(float(x), float(y)): tuple(float(v) for v in colors[i % len(colors)]) for i, (x, y) in enumerate(offsets)}
 
 
 def _figsize(horizontal: bool, leaves: int, levels: int, leaf: float, level: float, graph: nx.DiGraph,
@@ -270,11 +415,14 @@ def _node_colors(statuses: list[str], roles: list[str], verdicts: list[Any], hid
 
 
 def _legend(ax: Any, statuses: list[str], roles: list[str], verdicts: list[Any], marker_of: dict[str, str], *,
-            unsupported: bool = False) -> None:
-    shown = [s for s, r, v in zip(statuses, roles, verdicts)
-             if s != FOLDED_ROLE and not (r == "validator" and v in VERDICT_COLORS and s not in _ENDED_BADLY)]
-    handles = [Line2D([], [], ls="", marker="o", ms=8, mfc=STATUS_COLORS.get(s, _UNKNOWN_COLOR), mec="#333333", label=s)
-               for s in dict.fromkeys(shown)]
+            unsupported: bool = False, diffs: list[Any] | None = None, highlight: _Highlight | None = None) -> None:
+    diffs = diffs or [None] * len(statuses)
+    shown = [s for s, r, v, d in zip(statuses, roles, verdicts, diffs)
+             if s != FOLDED_ROLE and d not in DIFF_COLORS and not (r == "validator" and v in VERDICT_COLORS and s not in _ENDED_BADLY)]
+    handles = [Line2D([], [], ls="", marker="s", ms=8, mfc=DIFF_COLORS[d], mec="#333333", label=d)
+               for d in DIFF_COLORS if d in diffs]
+    handles += [Line2D([], [], ls="", marker="o", ms=8, mfc=STATUS_COLORS.get(s, _UNKNOWN_COLOR), mec="#333333", label=s)
+                for s in dict.fromkeys(shown)]
     # A verdict is shown as a validator filled with it (a judged trace wears it as a ring).
     handles += [Line2D([], [], ls="", marker=ROLE_MARKERS["validator"], ms=7, mfc=VERDICT_COLORS[v], mec="#333333",
                        label=f"verdict {VERDICT_MARKS[v]} {v}") for v in VERDICT_COLORS if v in verdicts]
@@ -283,10 +431,14 @@ def _legend(ax: Any, statuses: list[str], roles: list[str], verdicts: list[Any],
                 for r in dict.fromkeys(roles)]
     if unsupported:
         handles.append(Line2D([], [], ls="", marker="X", ms=8, mfc=UNSUPPORTED_COLOR, mec="white", label="unsupported claims"))
+    if highlight is not None:
+        handles.append(Line2D([], [], color=HIGHLIGHT_COLOR, lw=2.6, marker="o", ms=8, mfc="white", mec=HIGHLIGHT_COLOR,
+                              mew=2.4, label=highlight.caption or "highlighted path"))
     if handles:
+        title = "difference / role" if any(d in DIFF_COLORS for d in diffs) else \
+            "status / verdict / role" if any(verdicts) else "status / role"
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False,
-                  title="status / verdict / role" if any(verdicts) else "status / role", title_fontsize=8,
-                  borderaxespad=0.0)
+                  title=title, title_fontsize=8, borderaxespad=0.0)
 
 
 def _draw_labels(

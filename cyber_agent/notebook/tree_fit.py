@@ -30,8 +30,9 @@ __all__ = [
     "wrap_label",
 ]
 
-MAX_WIDTH = 15.0
-"""Widest figure (inches) a fitted drawing gets."""
+MAX_WIDTH = 10.0
+"""Widest figure (inches) a fitted drawing gets: a notebook page (JupyterLab, GitHub, nbviewer) shows about
+1,000 px at 100 dpi; a wider image is scaled down, and 8 pt labels shrink to ~6 px."""
 MAX_HEIGHT = 26.0
 """Tallest figure (inches) a fitted drawing gets."""
 FOLDED_ROLE = "folded"

@@ -2,17 +2,24 @@
 
     view = TreeView(store, root_id)              # display it: the tree, a node's page, search
     TreeView(store, [root_a, root_b])            # a forest (a sweep's roots)
-    TreeView(store, root_id, marks={tid: ["unsupported claim"]})   # badges on nodes ([evidence], [compare])
+    TreeView(store, root_id, marks={tid: ["unsupported claim"]})   # badges on nodes ([evidence])
+    TreeView(store, root_id, highlight=await explain(store, root_id))   # the chain to the first failure
+    tree_view_compare((store, root_a), (other, root_b))                 # two trees, differences coloured
     export_html(store, root_id, "run.html")      # one file, no network: send it, open it anywhere
+    live_tree(handle)                            # a running launch, re-read on a timer (tree_view_live.py)
 
-The view is data, not a widget: `to_html()` embeds the tree as JSON beside the script of
-`cyber_agent/notebook/tree_view_js.py`, which draws only the rows on screen (so 10,000 rows
-cost what 30 do), and a static outline (`<details>`, the first `STATIC_ROWS` rows) that shows
-wherever scripts do not run (an untrusted notebook, GitHub). Nothing needs the kernel after
-display, so a saved notebook reopens as it was — never "model not found". Each node carries
-its path, role, status, verdict, title, own and subtree cost / tokens / LLM calls, its marks
-(badges), and, up to `page_limit` nodes (breadth first), its page
-(`cyber_agent/notebook/explorer_pages.py:trace_page`, without messages).
+The view is data, not a widget: `to_html()` embeds the tree as compact column-wise JSON beside
+the script of `cyber_agent/notebook/tree_view_js.py`, which builds the rows of the expanded levels
+only and keeps only those on screen in the DOM (so 100,000 traces cost what 30 do), and a static
+outline (`<details>`, the first `STATIC_ROWS` rows) that shows wherever scripts do not run (an
+untrusted notebook, GitHub). Node pages (brief, report, verdicts, goals, usage, the last
+messages) sit in a second JSON block the script parses on the first click. Nothing needs the
+kernel after display, so a saved notebook reopens as it was — never "model not found".
+
+The tree is read straight from the store's records (`TraceReader.read_records`, no messages),
+not through pandas: the first paint of 10,000 traces must stay under a second. Pages are built,
+and their messages read, for the first `page_limit` nodes (breadth first) only; `export_html`
+builds every page.
 """
 
 from __future__ import annotations
@@ -20,26 +27,48 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import math
 import os
-import textwrap
-from collections.abc import Mapping, Sequence
+from collections import namedtuple
+from operator import itemgetter
+from collections.abc import Hashable, Mapping, Sequence
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-import pandas as pd
-
+from cyber_agent.notebook.bridge import run_sync
 from cyber_agent.notebook.display import RichDisplay
-from cyber_agent.notebook.explorer_pages import Page, _brief, _report, _usage, trace_page
-from cyber_agent.notebook.frames import TraceFrames, to_frames
-from cyber_agent.notebook.records import StoreSource, open_source
-from cyber_agent.notebook.tree_labels import VERDICT_MARKS, TraceText, trace_texts
+from cyber_agent.notebook.explorer_pages import Page, _brief, _messages, _report, _usage
+from cyber_agent.notebook import frame_rows, protocol_rows
+from cyber_agent.notebook.frames import SCHEMAS, TraceFrames
+from cyber_agent.notebook.records import StoreSource, TraceRecord, open_source
+from cyber_agent.notebook.tree_labels import VERDICT_MARKS, TraceText, distinct_titles, trace_objective, trace_texts
 from cyber_agent.notebook.tree_view_js import TREE_CSS, TREE_JS
 from cyber_agent.trace.bulk import gc_paused
+from cyber_agent.trace.models import Message
+from cyber_agent.trace.protocols import TraceReader
 
-__all__ = ["STATIC_ROWS", "TreeView", "export_html"]
+__all__ = [
+    "HIGHLIGHT_KINDS", "PAGE_LIMIT", "STATIC_ROWS", "TreeCompareView", "TreeView", "atree_view", "export_html",
+    "tree_view_compare", "write_document",
+]
 
 STATIC_ROWS = 500
 """Rows of the static outline (what shows without scripts)."""
+PAGE_LIMIT = 200
+"""Nodes (breadth first) whose page a notebook view embeds by default (`export_html` embeds all)."""
+MESSAGES_PER_PAGE = 20
+"""Last messages shown on a node's page (`messages=` changes it; 0 reads none)."""
+HIGHLIGHT_KINDS: dict[str, str] = {
+    "fail": "went wrong here (explain)",
+    "path": "on the path to the first failure (explain)",
+    "deleted": "only in tree a (deleted)",
+    "inserted": "only in tree b (inserted)",
+    "relabelled": "same node, changed brief (relabelled)",
+    "changed": "matched, outcome / status / verdict changed",
+}
+"""Highlight kinds the script colours, with the legend's words."""
+_VERDICTS = ("", "pass", "fail", "unknown")
 
 
 def _num(value: Any) -> float:
@@ -47,7 +76,160 @@ def _num(value: Any) -> float:
         number = float(value)
     except (TypeError, ValueError):
         return 0.0
-    return 0.0 if number != number else number  # NaN / NA → 0
+    return 0.0 if math.isnan(number) else number
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+@lru_cache(maxsize=8192)
+def _titles(objectives: tuple[str, ...]) -> tuple[str, ...]:
+    """`distinct_titles` of one sibling group (remembered: a live view re-reads the same groups every second)."""
+    return tuple(distinct_titles(list(objectives)))
+
+
+class _Columns:
+    """The nodes of a forest, column by column, parents before children (depth first)."""
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.parent: list[int] = []  # -1: a root
+        self.path: list[str] = []
+        self.role: list[str] = []
+        self.status: list[str] = []
+        self.verdict: list[str] = []  # "" when none
+        self.title: list[str] = []
+        self.objective: list[str] = []
+        self.cost: list[float] = []
+        self.tokens: list[int] = []
+        self.calls: list[int] = []
+        self.depth: list[int] = []
+
+    def finish(self, parents: Sequence[str | None], objectives: Sequence[str]) -> None:
+        """Parent indices, depths, paths and sibling-distinct titles from the parent ids (frame order)."""
+        index = {trace_id: i for i, trace_id in enumerate(self.ids)}
+        counts: dict[int, list[int]] = {}
+        siblings: dict[Hashable, list[int]] = {}
+        for i, parent_id in enumerate(parents):
+            p = index.get(parent_id, -1) if parent_id else -1
+            if p >= i:  # a parent after its child: not a tree order; treat as a root
+                p = -1
+            self.parent.append(p)
+            if p < 0:
+                self.depth.append(0)
+                self.path.append("root")
+            else:
+                self.depth.append(self.depth[p] + 1)
+                seen = counts.setdefault(p, [0, 0])
+                base = "" if self.path[p] == "root" else f"{self.path[p]}."
+                if self.role[i] == "validator":
+                    seen[1] += 1
+                    self.path.append(f"{base}v{seen[1]}")
+                else:
+                    seen[0] += 1
+                    self.path.append(f"{base}{seen[0]}")
+            if self.role[i] != "validator":
+                siblings.setdefault(p, []).append(i)
+        self.objective = list(objectives)
+        self.title = [""] * len(self.ids)
+        for group in siblings.values():
+            for i, title in zip(group, _titles(tuple(objectives[i] for i in group))):
+                self.title[i] = title
+
+
+_META_FIELDS = ("trace_id", "parent_trace_id", "status", "total_cost", "total_tokens", "total_messages", "task",
+                "protocol", "agent_type", "lineage")
+_META = itemgetter(*_META_FIELDS)
+
+
+def _columns_from_records(records: Sequence[TraceRecord]) -> _Columns:
+    """Node columns from store records (no pandas): the same paths, titles and verdicts as the frames give."""
+    cols = _Columns()
+    parents: list[str | None] = []
+    objectives: list[str] = []
+    own: dict[str, str] = {}  # validator -> its verdict (the first validation it wrote)
+    latest: dict[str, tuple[int, str]] = {}  # judged trace -> (index, verdict) of its latest validation
+    ids, roles, statuses, costs, tokens, calls = cols.ids, cols.role, cols.status, cols.cost, cols.tokens, cols.calls
+    for record in records:
+        meta = record.trace
+        try:  # a native record has every field: one C call
+            trace_id, parent, status, cost, total, count, task, protocol, agent_type, lineage = _META(meta)
+        except KeyError:  # an imported or older record: field by field
+            trace_id, parent, status, cost, total, count, task, protocol, agent_type, lineage = (
+                meta.get(k) for k in _META_FIELDS)
+        ids.append(trace_id)
+        parents.append(parent)
+        roles.append("validator" if isinstance(lineage, dict) and lineage.get("created_by_tool") == "validator"
+                     else str(agent_type or "agent"))  # frame_rows.trace_role, inlined
+        statuses.append(str(status))
+        costs.append(round(cost, 6) if isinstance(cost, float) else round(_num(cost), 6))
+        tokens.append(total if isinstance(total, int) else int(_num(total)))
+        calls.append((count if isinstance(count, int) else int(_num(count))) // 2)
+        objectives.append(trace_objective(task, protocol))
+        validations = protocol.get("validations") if isinstance(protocol, dict) else None
+        if validations:
+            for number, validation in enumerate(validations):
+                if not isinstance(validation, Mapping) or not isinstance(validation.get("verdict"), str):
+                    continue
+                verdict = validation["verdict"]
+                validator = validation.get("validator_trace_id")
+                if isinstance(validator, str):
+                    own.setdefault(validator, verdict)
+                target = validation.get("target_trace_id") or trace_id
+                if target not in latest or number >= latest[target][0]:
+                    latest[target] = (number, verdict)
+    for trace_id, role in zip(cols.ids, cols.role):
+        verdict = own.get(trace_id, "") if role == "validator" else latest.get(trace_id, (0, ""))[1]
+        cols.verdict.append(verdict if verdict in VERDICT_MARKS else "")
+    cols.finish(parents, objectives)
+    return cols
+
+
+def _columns_from_frames(frames: TraceFrames) -> _Columns:
+    """Node columns from loaded frames (paths, titles and verdicts of `trace_texts`)."""
+    traces = frames.traces
+    texts: dict[str, TraceText] = {}
+    for _, group in traces.groupby("root_trace_id", sort=False):
+        texts.update(trace_texts(group, frames.validations))
+    usage = dict(zip(frames.usage["trace_id"].tolist(), frames.usage["llm_calls"].tolist())) if len(frames.usage) else {}
+    cols = _Columns()
+    parents: list[str | None] = []
+    for row in traces.itertuples(index=False):
+        cols.ids.append(row.trace_id)
+        parents.append(row.parent_trace_id if isinstance(row.parent_trace_id, str) else None)
+        cols.role.append(str(row.role))
+        cols.status.append(str(row.status))
+        cols.cost.append(round(_num(row.total_cost), 6))
+        cols.tokens.append(int(_num(row.total_tokens)))
+        calls = _num(usage.get(row.trace_id))
+        cols.calls.append(int(calls) if calls else int(_num(row.total_messages)) // 2)
+        cols.verdict.append(texts[row.trace_id].verdict or "")
+    cols.finish(parents, [texts[t].objective for t in cols.ids])
+    return cols
+
+
+def _page(row: Any, text: TraceText, report: Any, checks: Sequence[Any], goals: Sequence[Any],
+          paths: Mapping[str, str], messages: Sequence[Message] | None, limit: int) -> Page:
+    """The sections of `cyber_agent/notebook/explorer_pages.py:trace_page`, from rows grouped once."""
+    role = str(row.role)
+    verdict = f" · {VERDICT_MARKS[text.verdict]} {text.verdict}" if text.verdict else ""
+    headline = f"{text.path} {role}{f' · {text.title}' if text.title else ''} · {row.status}{verdict}"
+    error = [f"error: {row.error_message}"] if _str(row.error_message) else []
+    task, result = _str(row.task), _str(row.result_summary)
+    brief = _brief(report) or ([f"task: {task if len(task) <= 400 else task[:400].rsplit(' ', 1)[0] + ' …'}"] if task else [])
+    done = error + (_report(report) or ([f"result: {result}"] if result else []))
+    shown = (_messages(messages, limit) or ["no messages"]) if messages is not None else \
+        ["not read for this view (pages beyond page_limit, or messages=0); export_html reads them"]
+    sections = (
+        ("brief", tuple(brief or ["no brief"])),
+        ("report", tuple(done or ["no report"])),
+        ("verdicts", tuple(_verdict_lines(row.trace_id, checks, paths) or ["not validated"])),
+        ("goals", tuple(_goal_lines(goals) or ["no goals"])),
+        ("usage", tuple(_usage(row, messages))),
+        ("messages", tuple(shown)),
+    )
+    return Page(trace_id=row.trace_id, headline=headline, sections=sections)
 
 
 def _verdict_lines(trace_id: str, rows: Sequence[Any], paths: Mapping[str, str]) -> list[str]:
@@ -57,13 +239,13 @@ def _verdict_lines(trace_id: str, rows: Sequence[Any], paths: Mapping[str, str])
         key = (str(v.validator_trace_id), int(_num(v.validation_index)))
         if key not in seen:
             seen.add(key)
-            verdict = v.verdict if isinstance(v.verdict, str) else ""
+            verdict = _str(v.verdict)
             about = (f"of {paths.get(str(v.trace_id), str(v.trace_id))}" if v.validator_trace_id == trace_id
                      else f"by {paths.get(str(v.validator_trace_id), str(v.validator_trace_id))}")
             lines.append(f"validation {key[1] + 1} ({v.scope}) {about}: {VERDICT_MARKS.get(verdict, '')} {verdict}".rstrip())
         if isinstance(v.criterion, str):
             mark = VERDICT_MARKS.get(str(v.criterion_verdict), "")
-            evidence = f" — {v.criterion_evidence}" if isinstance(v.criterion_evidence, str) and v.criterion_evidence else ""
+            evidence = f" — {v.criterion_evidence}" if _str(v.criterion_evidence) else ""
             lines.append(f"  {mark} {v.criterion_verdict}: {v.criterion}{evidence}")
     return lines
 
@@ -71,197 +253,521 @@ def _verdict_lines(trace_id: str, rows: Sequence[Any], paths: Mapping[str, str])
 def _goal_lines(rows: Sequence[Any]) -> list[str]:
     lines = []
     for g in rows:
-        summary = f" → {g.summary}" if isinstance(g.summary, str) and g.summary else ""
+        summary = f" → {g.summary}" if _str(g.summary) else ""
         subs = f" [{g.n_sub_traces} sub-agents]" if _num(g.n_sub_traces) else ""
         lines.append(f"{'  ' * int(_num(g.depth))}{g.goal_id}. {g.description} ({g.status}){subs}{summary}")
     return lines
 
 
-def _page(row: Any, text: TraceText, report: Any, checks: Sequence[Any], goals: Sequence[Any],
-          paths: Mapping[str, str]) -> Page:
-    """The sections of `cyber_agent/notebook/explorer_pages.py:trace_page` (without messages), from grouped rows."""
-    role = str(row.role)
-    verdict = f" · {VERDICT_MARKS[text.verdict]} {text.verdict}" if text.verdict else ""
-    headline = f"{text.path} {role}{f' · {text.title}' if text.title else ''} · {row.status}{verdict}"
-    error = [f"error: {row.error_message}"] if isinstance(row.error_message, str) and row.error_message else []
-    task = row.task if isinstance(row.task, str) else ""
-    result = row.result_summary if isinstance(row.result_summary, str) else ""
-    brief = _brief(report) or ([f"task: {textwrap.shorten(task, 400, placeholder=' …')}"] if task else [])
-    done = error + (_report(report) or ([f"result: {result}"] if result else []))
-    sections = (
-        ("brief", tuple(brief or ["no brief"])),
-        ("report", tuple(done or ["no report"])),
-        ("verdicts", tuple(_verdict_lines(row.trace_id, checks, paths) or ["not validated"])),
-        ("goals", tuple(_goal_lines(goals) or ["no goals"])),
-        ("usage", tuple(_usage(row, None))),
-        ("messages", ("not in this view: TraceExplorer, or to_frames(..., messages=True), shows them",)),
-    )
-    return Page(trace_id=row.trace_id, headline=headline, sections=sections)
+def _rows(columns: Mapping[str, list[Any]]) -> list[Any]:
+    """Rows (named tuples) of column lists, read like a frame's `itertuples`."""
+    names = list(columns)
+    if not names:
+        return []
+    row = namedtuple("_Row", names, rename=True)  # type: ignore[misc]  # noqa: PYI024 - field names come from SCHEMAS
+    return [row(*values) for values in zip(*columns.values())]
+
+
+def _pages(traces: Sequence[Any], reports: Sequence[Any], goals_rows: Sequence[Any], validations: Sequence[Any],
+           texts: Mapping[str, TraceText], paths: Mapping[str, str], messages: Mapping[str, Sequence[Any]] | None,
+           limit: int) -> dict[str, Page]:
+    """Pages of the traces in `texts`, from rows grouped once (a pandas filter per node costs ~40 ms)."""
+    by_report = {r.trace_id: r for r in reports}
+    goals: dict[str, list[Any]] = {}
+    for g in sorted(goals_rows, key=lambda g: int(_num(g.position))):
+        goals.setdefault(g.trace_id, []).append(g)
+    checks: dict[str, list[Any]] = {}
+    for v in validations:
+        checks.setdefault(str(v.trace_id), []).append(v)
+        if isinstance(v.validator_trace_id, str) and v.validator_trace_id != v.trace_id:
+            checks.setdefault(v.validator_trace_id, []).append(v)
+    pages: dict[str, Page] = {}
+    for row in traces:
+        if row.trace_id in texts and row.trace_id not in pages:
+            pages[row.trace_id] = _page(row, texts[row.trace_id], by_report.get(row.trace_id), checks.get(row.trace_id, []),
+                                        goals.get(row.trace_id, []), paths,
+                                        None if messages is None else messages.get(row.trace_id, []), limit)
+    return pages
+
+
+def _record_tables(records: Sequence[TraceRecord]) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
+    """Trace, report, goal and validation rows of `records` (the frames' columns, without pandas)."""
+    index = frame_rows.TreeIndex(records)
+    return (_rows(frame_rows.trace_rows(records, index, list(SCHEMAS["traces"]))),
+            _rows(protocol_rows.report_rows(records, index, list(SCHEMAS["reports"]))),
+            _rows(frame_rows.goal_rows(records, list(SCHEMAS["goals"]))),
+            _rows(protocol_rows.validation_rows(records, list(SCHEMAS["validations"]))))
+
+
+async def _read(store: TraceReader, roots: Sequence[str]) -> list[TraceRecord]:
+    return await store.read_records(list(roots), messages=False, events=False)
+
+
+async def atree_view(source: StoreSource, root_ids: str | Sequence[str], **options: Any) -> TreeView:
+    """`TreeView(source, root_ids, **options)` read with `await` (from async code or the toolkit's background loop)."""
+    store = open_source(source)
+    roots = [root_ids] if isinstance(root_ids, str) else list(root_ids)
+    records = await _read(store, roots)
+    with gc_paused():
+        view = TreeView(records, roots, _pages_later=True, **options)
+        view._store = store
+        ids = view._page_ids()
+    read = await _read_messages(store, ids) if view.messages and ids else None
+    with gc_paused():
+        view._pages.update(view._build_pages(ids, read))
+    return view
+
+
+async def _read_messages(store: TraceReader, ids: Sequence[str]) -> dict[str, list[Message]]:
+    # One pause for all reads: a store read that pauses the collector itself re-enables it on
+    # leaving, and the next allocation then walks every record loaded (37 ms per page at 10k traces).
+    with gc_paused():
+        return {trace_id: await store.get_trace_messages(trace_id) for trace_id in ids}
+
+
+Highlight = Any
+"""An `explain` Attribution, a `compare_trees` frame, a {trace_id: kind} mapping, or a list of these."""
 
 
 class TreeView(RichDisplay):
-    """The trees under `root_ids` as one interactive HTML view (see the module docstring)."""
+    """The trees under `root_ids` as one interactive HTML view (see the module docstring).
+
+    `source`: a store (or store URL, directory, export file), loaded `TraceFrames`, or the records
+    of `read_records`. `marks`: badges by trace id. `highlight`: an `explain` result (the chain
+    from the root to the first failing node), a `compare_trees` frame (`side` "a" or "b": which
+    tree of it this view shows; found from the ids when None) or {trace_id: kind} with kinds of
+    `HIGHLIGHT_KINDS`, or a list of these. `page_limit`: nodes (breadth first) whose page is
+    embedded (None: all); `messages`: last messages read per page (0: none).
+    """
 
     @gc_paused()
-    def __init__(self, source: StoreSource | TraceFrames, root_ids: str | Sequence[str], *,
-                 marks: Mapping[str, Sequence[str]] | None = None, page_limit: int | None = 500) -> None:
+    def __init__(self, source: StoreSource | TraceFrames | Sequence[TraceRecord], root_ids: str | Sequence[str], *,
+                 marks: Mapping[str, Sequence[str]] | None = None, highlight: Highlight = None,
+                 side: Literal["a", "b"] | None = None, page_limit: int | None = PAGE_LIMIT,
+                 messages: int = MESSAGES_PER_PAGE, running: Mapping[str, tuple[str | None, float]] | None = None,
+                 title: str | None = None, _pages_later: bool = False) -> None:
         roots = [root_ids] if isinstance(root_ids, str) else list(root_ids)
-        frames = source if isinstance(source, TraceFrames) else to_frames(open_source(source), roots, messages=False,
-                                                                          events=False)
-        self.frames = frames
-        """The frames of the trees (no messages, no events)."""
+        if not roots or not all(isinstance(r, str) and r for r in roots):
+            raise ValueError(f"root_ids must be a trace id or a list of them, got {root_ids!r}")
+        if page_limit is not None and page_limit < 0:
+            raise ValueError(f"page_limit must be None (every page) or >= 0, got {page_limit!r}")
         self.root_ids = roots
-        traces = frames.traces.sort_values(["depth", "position"], kind="stable")
-        self._texts: dict[str, TraceText] = {}
-        for _, group in frames.traces.groupby("root_trace_id", sort=False):
-            self._texts.update(trace_texts(group.sort_values("position", kind="stable"), frames.validations))
-        usage = frames.usage.set_index("trace_id")["llm_calls"] if "llm_calls" in frames.usage else pd.Series(dtype=float)
-        ids = traces["trace_id"].tolist()
-        index = {trace_id: i for i, trace_id in enumerate(ids)}
-        badges = {k: [str(b) for b in v] for k, v in (marks or {}).items()}
-        self.nodes: list[dict[str, Any]] = []
-        """One dict per trace, parents before children (breadth first): what the script draws."""
-        self._rows = list(traces.itertuples(index=False))
-        for row in self._rows:
-            parent = row.parent_trace_id if isinstance(row.parent_trace_id, str) else None
-            text = self._texts[row.trace_id]
-            calls = _num(usage.get(row.trace_id)) or float(int(_num(row.total_messages)) // 2)
-            own = [round(_num(row.total_cost), 6), int(_num(row.total_tokens)), int(calls)]
-            self.nodes.append({
-                "id": row.trace_id, "parent": index.get(parent) if parent else None, "depth": 0, "path": text.path,
-                "role": str(row.role), "status": str(row.status), "verdict": text.verdict, "title": text.title,
-                "own": own, "sub": [*own, 1], "badges": badges.get(row.trace_id, []),
-            })
-        for node in self.nodes:  # parents come first: depth from the parent's
-            if node["parent"] is not None:
-                node["depth"] = self.nodes[node["parent"]]["depth"] + 1
-        for node in reversed(self.nodes):  # children come after: fold subtree totals upwards
-            if node["parent"] is not None:
-                up = self.nodes[node["parent"]]["sub"]
-                for k in range(4):
-                    up[k] += node["sub"][k]
-        for node in self.nodes:
-            node["sub"][0] = round(node["sub"][0], 6)
+        self.title = title
+        self._store: TraceReader | None = None
+        self._records: list[TraceRecord] | None = None
+        self._frames: TraceFrames | None = None
+        if isinstance(source, TraceFrames):
+            self._frames = source
+            cols = _columns_from_frames(source)
+        else:
+            if isinstance(source, Sequence) and not isinstance(source, (str, bytes)):
+                self._records = list(source)
+            else:
+                self._store = open_source(source)
+                self._records = run_sync(_read(self._store, roots))
+            cols = _columns_from_records(self._records)
+        self._cols = cols
+        self._index = {trace_id: i for i, trace_id in enumerate(cols.ids)}
+        missing = [r for r in roots if r not in self._index]
+        if missing:
+            raise KeyError(f"no trace {missing[0]!r} in this source; pass a root of it (e.g. to_frames(store).roots)")
+        n = len(cols.ids)
+        self._sub = [[cols.cost[i], cols.tokens[i], cols.calls[i], 1] for i in range(n)]
+        for i in range(n - 1, -1, -1):  # children come after their parents: fold totals upwards
+            p = cols.parent[i]
+            if p >= 0:
+                up, mine = self._sub[p], self._sub[i]
+                up[0] += mine[0]
+                up[1] += mine[1]
+                up[2] += mine[2]
+                up[3] += mine[3]
+        self.badges: dict[int, list[str]] = {}
+        """Badges by node index (from `marks` and from highlights)."""
+        for trace_id, values in (marks or {}).items():
+            if trace_id in self._index:
+                self.badges.setdefault(self._index[trace_id], []).extend(str(b) for b in values)
+        self.highlights: dict[int, str] = {}
+        """Highlight kind (`HIGHLIGHT_KINDS`) by node index."""
+        self.pairs: dict[int, str] = {}
+        """For a compared tree: node index -> trace id of its counterpart in the other tree."""
+        self.focus: int | None = None
+        """The node selected when the view opens (an explained failure), else the first root."""
+        for item in (highlight if isinstance(highlight, list) else [highlight] if highlight is not None else []):
+            self._highlight(item, side)
+        self.running: dict[int, tuple[str | None, float]] = {
+            self._index[t]: v for t, v in (running or {}).items() if t in self._index}
+        """Running nodes: (current tool or None, when it started, epoch seconds)."""
         self.page_limit = page_limit
-        self._pages = self._build_pages(page_limit)
+        self.messages = messages
+        self._pages: dict[str, Page] = {}
+        if not _pages_later:
+            ids = self._page_ids()
+            self._pages.update(self._build_pages(ids, self._read_page_messages(ids)))
 
-    def _build_pages(self, limit: int | None) -> dict[int, Page]:
-        """Pages of the first `limit` nodes, from rows grouped once (a pandas filter per node costs ~40 ms)."""
-        f = self.frames
-        reports = {r.trace_id: r for r in f.reports.itertuples(index=False)}
-        goals: dict[str, list[Any]] = {}
-        for g in f.goals.sort_values("position", kind="stable").itertuples(index=False):
-            goals.setdefault(g.trace_id, []).append(g)
-        checks: dict[str, list[Any]] = {}
-        for v in f.validations.itertuples(index=False):
-            checks.setdefault(str(v.trace_id), []).append(v)
-            if isinstance(v.validator_trace_id, str) and v.validator_trace_id != v.trace_id:
-                checks.setdefault(v.validator_trace_id, []).append(v)
-        paths = {t: text.path for t, text in self._texts.items()}
-        pages: dict[int, Page] = {}
-        for i, row in enumerate(self._rows[: limit if limit is not None else None]):
-            pages[i] = _page(row, self._texts[row.trace_id], reports.get(row.trace_id), checks.get(row.trace_id, []),
-                             goals.get(row.trace_id, []), paths)
-        return pages
+    # ---- building -----------------------------------------------------------------------
+    def _page_ids(self) -> list[str]:
+        """The traces whose page is embedded: the first `page_limit` breadth first, and the focus."""
+        c = self._cols
+        order = sorted(range(len(c.ids)), key=lambda i: c.depth[i])  # stable: depth first within a level
+        chosen = order if self.page_limit is None else order[: self.page_limit]
+        if self.focus is not None and self.focus not in chosen:
+            chosen = [*chosen, self.focus]
+        return [c.ids[i] for i in chosen]
+
+    def _read_page_messages(self, ids: Sequence[str]) -> dict[str, list[Message]] | None:
+        if self._store is None or not self.messages or not ids:
+            return None
+        return run_sync(_read_messages(self._store, ids))
+
+    def _text(self, i: int) -> TraceText:
+        c = self._cols
+        verdict: Any = c.verdict[i] or None
+        return TraceText(path=c.path[i], title=c.title[i], objective=c.objective[i], verdict=verdict, checks="")
+
+    def _build_pages(self, ids: Sequence[str], read: Mapping[str, Sequence[Message]] | None) -> dict[str, Page]:
+        """Pages of `ids`, with the messages `read` (by trace id; None: not read, unless the frames hold them)."""
+        if not ids:
+            return {}
+        wanted = set(ids)
+        texts = {t: self._text(self._index[t]) for t in ids}
+        paths = dict(zip(self._cols.ids, self._cols.path))
+        msgs: dict[str, Any] | None = None
+        if self._frames is not None:
+            f = self._frames
+            tables = (list(f.traces[f.traces["trace_id"].isin(wanted)].itertuples(index=False)),
+                      list(f.reports.itertuples(index=False)), list(f.goals.itertuples(index=False)),
+                      list(f.validations.itertuples(index=False)))
+            if len(f.messages) and self.messages:
+                msgs = {}
+                chosen = f.messages[f.messages["trace_id"].isin(wanted)].sort_values(["trace_id", "sequence"])
+                for row in chosen.itertuples(index=False):
+                    msgs.setdefault(str(row.trace_id), []).append(_FrameMessage(row))
+        else:
+            assert self._records is not None
+            chosen = {self._index[t] for t in ids}
+            chosen |= {p for p in (self._cols.parent[i] for i in list(chosen)) if p >= 0}  # parents: their reviews
+            subset = [self._records[i] for i in sorted(chosen)]
+            tables = _record_tables(subset)
+            msgs = dict(read) if read is not None else None
+        return _pages(*tables, texts, paths, msgs, self.messages)
+
+    def _highlight(self, item: Any, side: Literal["a", "b"] | None) -> None:
+        if hasattr(item, "chain") and hasattr(item, "trace_id"):  # cyber_agent/analysis/explain.py:Attribution
+            for trace_id in item.chain or ():
+                if trace_id in self._index:
+                    self.highlights.setdefault(self._index[trace_id], "path")
+            if item.trace_id in self._index:
+                i = self._index[item.trace_id]
+                self.highlights[i] = "fail"
+                step = f" at step {item.step}" if item.step is not None else ""
+                self.badges.setdefault(i, []).insert(0, f"went wrong here: {item.kind}{step}")
+                self.focus = i
+            return
+        if hasattr(item, "columns") and {"kind", "trace_id_a", "trace_id_b"} <= set(item.columns):
+            self._highlight_alignment(item, side)
+            return
+        if isinstance(item, Mapping):
+            for trace_id, kind in item.items():
+                if kind not in HIGHLIGHT_KINDS:
+                    raise ValueError(f"highlight kind {kind!r} of {trace_id!r} is not one of {', '.join(HIGHLIGHT_KINDS)}")
+                if trace_id in self._index:
+                    self.highlights[self._index[trace_id]] = str(kind)
+            return
+        raise TypeError(f"highlight= takes an explain() result, a compare_trees() frame or {{trace_id: kind}}, "
+                        f"got {type(item).__name__}")
+
+    def _highlight_alignment(self, frame: Any, side: Literal["a", "b"] | None) -> None:
+        if side is None:
+            hits = {s: sum(1 for t in frame[f"trace_id_{s}"].tolist() if t in self._index) for s in ("a", "b")}
+            side = "a" if hits["a"] >= hits["b"] else "b"
+        if side not in ("a", "b"):
+            raise ValueError(f"side must be 'a' or 'b', got {side!r}")
+        other = "b" if side == "a" else "a"
+        alone = "deleted" if side == "a" else "inserted"  # a node of this tree the other lacks
+        away = "inserted" if side == "a" else "deleted"  # a node of the other tree this one lacks
+        rows = frame.to_dict("records")
+        for row in rows:
+            mine, theirs, kind = row[f"trace_id_{side}"], row[f"trace_id_{other}"], row["kind"]
+            if not (isinstance(mine, str) and mine in self._index):
+                continue
+            i = self._index[mine]
+            if isinstance(theirs, str):
+                self.pairs[i] = theirs
+            if kind == alone:
+                self.highlights[i] = alone
+            elif kind == "relabelled":
+                self.highlights[i] = "relabelled"
+            elif kind == "matched":
+                changes = [f"{m} {row[f'{m}_a']} → {row[f'{m}_b']}" for m in ("status", "outcome", "verdict")
+                           if row.get(f"{m}_changed") is True]
+                if changes:
+                    self.highlights[i] = "changed"
+                    self.badges.setdefault(i, []).append("; ".join(changes))
+        # Nodes of the other tree that this one lacks: counted on the nearest ancestor both trees have.
+        mine_of = {r[f"trace_id_{other}"]: r[f"trace_id_{side}"] for r in rows
+                   if isinstance(r[f"trace_id_{other}"], str) and isinstance(r[f"trace_id_{side}"], str)}
+        up = {r[f"trace_id_{other}"]: r[f"parent_{other}"] for r in rows if isinstance(r[f"trace_id_{other}"], str)}
+        lacking: dict[str, int] = {}
+        for row in rows:
+            if row["kind"] != away:
+                continue
+            parent = row[f"parent_{other}"]
+            while isinstance(parent, str) and parent not in mine_of:
+                parent = up.get(parent)
+            here = mine_of.get(parent) if isinstance(parent, str) else None
+            if here is not None and here in self._index:
+                lacking[here] = lacking.get(here, 0) + 1
+        for here, count in lacking.items():
+            self.badges.setdefault(self._index[here], []).append(f"+{count} {away} below in tree {other}")
 
     # ---- reading ---------------------------------------------------------------------------
+    @property
+    def nodes(self) -> list[dict[str, Any]]:
+        """One dict per trace, parents before children (depth first): what the script draws."""
+        c = self._cols
+        return [{"id": c.ids[i], "parent": c.parent[i] if c.parent[i] >= 0 else None, "depth": c.depth[i],
+                 "path": c.path[i], "role": c.role[i], "status": c.status[i], "verdict": c.verdict[i] or None,
+                 "title": c.title[i], "own": [c.cost[i], c.tokens[i], c.calls[i]],
+                 "sub": [round(self._sub[i][0], 6), *self._sub[i][1:]], "badges": list(self.badges.get(i, [])),
+                 "highlight": self.highlights.get(i)} for i in range(len(c.ids))]
+
+    def __len__(self) -> int:
+        return len(self._cols.ids)
+
     def page(self, trace_id: str) -> Page:
         """The page of any trace of the view (built on demand beyond `page_limit`)."""
-        for i, row in enumerate(self._rows):
-            if row.trace_id == trace_id:
-                if i not in self._pages:
-                    f = self.frames
-                    v = f.validations[(f.validations["trace_id"] == trace_id) | (f.validations["validator_trace_id"] == trace_id)]
-                    reports = f.reports[f.reports["trace_id"] == trace_id]
-                    self._pages[i] = trace_page(row, self._texts[trace_id],
-                                                report=next(reports.itertuples(index=False), None), validations=v,
-                                                goals=f.goals[f.goals["trace_id"] == trace_id],
-                                                paths={t: x.path for t, x in self._texts.items()})
-                return self._pages[i]
-        raise KeyError(f"{trace_id!r} is not in this tree view (roots: {', '.join(self.root_ids)})")
+        if trace_id not in self._index:
+            raise KeyError(f"{trace_id!r} is not in this tree view (roots: {', '.join(self.root_ids)})")
+        if trace_id not in self._pages:
+            self._pages.update(self._build_pages([trace_id], self._read_page_messages([trace_id])))
+        return self._pages[trace_id]
 
     def find(self, text: str) -> list[str]:
         """Trace ids matching `text` in the script's order: exact path or id first, then substring matches."""
         needle = text.strip().lower()
-        exact = [n["id"] for n in self.nodes if needle in (n["path"].lower(), n["id"].lower())]
-        rest = [n["id"] for n in self.nodes if n["id"] not in exact and needle in " ".join(
-            [n["path"], n["role"], n["title"], n["status"], n["verdict"] or "", n["id"], *n["badges"]]).lower()]
-        return exact + rest if needle else []
+        if not needle:
+            return []
+        c = self._cols
+        exact = [c.ids[i] for i in range(len(c.ids)) if needle in (c.path[i].lower(), c.ids[i].lower())]
+        seen = set(exact)
+        rest = [c.ids[i] for i in range(len(c.ids)) if c.ids[i] not in seen and needle in self._haystack(i)]
+        return exact + rest
+
+    def _haystack(self, i: int) -> str:
+        c = self._cols
+        return " ".join([c.path[i], c.role[i], c.title[i], c.status[i], c.verdict[i], c.ids[i],
+                         *self.badges.get(i, [])]).lower()
 
     # ---- rendering -------------------------------------------------------------------------
     def data(self) -> dict[str, Any]:
-        """What the script reads: roots (node indices), nodes, pages by node index, verdict marks."""
-        roots = [i for i, n in enumerate(self.nodes) if n["parent"] is None]
-        pages = {str(i): [p.headline, [[name, list(lines)] for name, lines in p.sections]] for i, p in self._pages.items()}
-        return {"roots": roots, "nodes": self.nodes, "pages": pages, "marks": dict(VERDICT_MARKS)}
+        """What the script reads (column-wise, see `cyber_agent/notebook/tree_view_js.py`)."""
+        c = self._cols
+        roles = list(dict.fromkeys(c.role))
+        statuses = list(dict.fromkeys(c.status))
+        role_code = {r: k for k, r in enumerate(roles)}
+        status_code = {s: k for k, s in enumerate(statuses)}
+        ids: list[str] = []  # a T2 sub-trace id is its parent's id + "@…": only the tail is sent ("@…")
+        for i, trace_id in enumerate(c.ids):
+            p = c.parent[i]
+            if p >= 0 and trace_id.startswith(c.ids[p] + "@"):
+                ids.append(trace_id[len(c.ids[p]):])
+            else:
+                ids.append(trace_id)
+        return {
+            "v": 2, "ids": ids, "parent": c.parent, "path": c.path, "roles": roles, "role": [role_code[r] for r in c.role],
+            "statuses": statuses, "status": [status_code[s] for s in c.status],
+            "verdict": [_VERDICTS.index(v) for v in c.verdict], "title": c.title,
+            "cost": c.cost, "tokens": c.tokens, "calls": c.calls,
+            "badges": {str(i): b for i, b in self.badges.items()}, "hl": {str(i): k for i, k in self.highlights.items()},
+            "pairs": {str(i): t for i, t in self.pairs.items()},
+            "running": {str(i): [tool, round(started, 1)] for i, (tool, started) in self.running.items()},
+            "focus": self.focus, "marks": dict(VERDICT_MARKS), "legend": self._legend(),
+        }
+
+    def _legend(self) -> list[list[str]]:
+        kinds = dict.fromkeys(self.highlights.values())
+        return [[k, HIGHLIGHT_KINDS[k], str(sum(1 for v in self.highlights.values() if v == k))] for k in HIGHLIGHT_KINDS
+                if k in kinds]
+
+    def pages_data(self) -> dict[str, Any]:
+        """Pages by node index: [headline, [[section, lines], ...]]."""
+        return {str(self._index[t]): [p.headline, [[name, list(lines)] for name, lines in p.sections]]
+                for t, p in self._pages.items()}
 
     def _static(self) -> str:
         """A nested <details> outline of the first `STATIC_ROWS` rows (depth first), for pages without scripts."""
-        kids: dict[int | None, list[int]] = {}
-        for i, n in enumerate(self.nodes):
-            kids.setdefault(n["parent"], []).append(i)
+        c = self._cols
+        kids: dict[int, list[int]] = {}
+        for i, p in enumerate(c.parent):
+            kids.setdefault(p, []).append(i)
         budget = [STATIC_ROWS]
 
         def item(i: int) -> str:
             budget[0] -= 1
-            n = self.nodes[i]
-            mark = f" {VERDICT_MARKS[n['verdict']]}" if n["verdict"] else ""
-            label = html.escape(f"{n['path']} {n['role']}{mark} · {n['title']} · {n['status']} · "
-                                f"${n['own'][0]:.4f} own, ${n['sub'][0]:.4f} subtree, {n['sub'][3]} traces")
-            below = [c for c in kids.get(i, [])]
+            mark = f" {VERDICT_MARKS[c.verdict[i]]}" if c.verdict[i] else ""
+            sub = self._sub[i]
+            hl = f" [{self.highlights[i]}]" if i in self.highlights else ""
+            label = html.escape(f"{c.path[i]} {c.role[i]}{mark} · {c.title[i]} · {c.status[i]}{hl} · "
+                                f"${c.cost[i]:.4f} own, ${sub[0]:.4f} subtree, {sub[3]} traces")
+            below = kids.get(i, [])
             if not below:
                 return f"<li>{label}</li>"
-            inner = "".join(item(c) for c in below if budget[0] > 0)
+            inner = "".join(item(k) for k in below if budget[0] > 0)
             more = "" if budget[0] > 0 else "<li>…</li>"
-            return f"<li><details{' open' if n['depth'] == 0 else ''}><summary>{label}</summary><ul>{inner}{more}</ul></details></li>"
+            return f"<li><details{' open' if c.depth[i] == 0 else ''}><summary>{label}</summary><ul>{inner}{more}</ul></details></li>"
 
-        return "<ul>" + "".join(item(r) for r in kids.get(None, []) if budget[0] > 0) + "</ul>"
+        return "<ul>" + "".join(item(r) for r in kids.get(-1, []) if budget[0] > 0) + "</ul>"
 
-    def to_html(self) -> str:
-        """The view as an HTML fragment: data, script and static outline (no random ids: a hash of the data)."""
-        payload = json.dumps(self.data(), ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
-        box = "ca-tree-" + hashlib.sha1(payload.encode()).hexdigest()[:12]
-        return (f'<div class="ca-tree-box" id="{box}"><style>{TREE_CSS}</style>'
+    @gc_paused()
+    def to_html(self, *, key: str | None = None) -> str:
+        """The view as an HTML fragment: data, pages, script and static outline (no random ids: a hash of the data).
+
+        `key` names the view across re-renders (a live view keeps what is expanded and selected).
+        """
+        payload = _json(self.data())
+        pages = _json(self.pages_data())
+        box = "ca-tree-" + hashlib.sha1((payload + pages).encode()).hexdigest()[:12]
+        keyed = f' data-key="{html.escape(key)}"' if key else ""
+        return (f'<div class="ca-tree-box" id="{box}"{keyed}><style>{TREE_CSS}</style>'
                 f'<div class="ca-static">{self._static()}</div>'
                 f'<script type="application/json" class="ca-data">{payload}</script>'
+                f'<script type="application/json" class="ca-pages">{pages}</script>'
                 f'<script data-box="{box}">{TREE_JS}</script></div>')
 
     def to_document(self, title: str | None = None) -> str:
         """A whole HTML page holding the view (what `export_html` writes)."""
-        name = html.escape(title or f"cyber_agent run {', '.join(self.root_ids)}")
+        name = html.escape(title or self.title or f"cyber_agent run {', '.join(self.root_ids)}")
         return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{name}</title></head>'
                 f"<body><h2>{name}</h2>{self.budget_html()}{self.to_html()}</body></html>\n")
 
     def budget_html(self) -> str:
         """A line per root: traces, cost, tokens and LLM calls of its whole tree."""
         lines = []
-        for n in self.nodes:
-            if n["parent"] is None:
-                cost, tokens, calls, count = n["sub"]
-                lines.append(f"<li>{html.escape(n['id'])}: {count} traces · ${cost:.4f} · {tokens:,} tokens · "
-                             f"{calls:,} LLM calls · {html.escape(n['status'])}</li>")
+        for i, p in enumerate(self._cols.parent):
+            if p < 0:
+                cost, tokens, calls, count = self._sub[i]
+                lines.append(f"<li>{html.escape(self._cols.ids[i])}: {count} traces · ${cost:.4f} · {tokens:,} tokens · "
+                             f"{calls:,} LLM calls · {html.escape(self._cols.status[i])}</li>")
         return f'<ul class="ca-budget">{"".join(lines)}</ul>'
 
     def __repr__(self) -> str:
-        return f"TreeView(roots={len(self.root_ids)}, traces={len(self.nodes)}, pages={len(self._pages)})"
+        return f"TreeView(roots={len(self.root_ids)}, traces={len(self)}, pages={len(self._pages)})"
 
     def to_text(self) -> str:
         """One line per root with its subtree totals."""
         lines = [repr(self)]
-        for n in self.nodes:
-            if n["parent"] is None:
-                cost, tokens, calls, count = n["sub"]
-                lines.append(f"  {n['id']}: {count} traces · ${cost:.4f} · {tokens:,} tokens · {calls:,} LLM calls")
+        for i, p in enumerate(self._cols.parent):
+            if p < 0:
+                cost, tokens, calls, count = self._sub[i]
+                lines.append(f"  {self._cols.ids[i]}: {count} traces · ${cost:.4f} · {tokens:,} tokens · {calls:,} LLM calls")
         return "\n".join(lines)
 
 
-def export_html(source: StoreSource | TraceFrames, root_id: str | Sequence[str], path: str | os.PathLike[str], *,
-                marks: Mapping[str, Sequence[str]] | None = None) -> Path:
-    """Write one self-contained HTML file (no network, no server): the tree view, every node's page, the budget."""
+class _FrameMessage:
+    """A messages-frame row read like a Message by `explorer_pages._messages` / `_usage`."""
+
+    def __init__(self, row: Any) -> None:
+        self.sequence = int(row.sequence)
+        self.role = str(row.message_role)
+        self.tool_name = row.tool_name if isinstance(row.tool_name, str) else None
+        self.text = row.text if isinstance(row.text, str) else ""
+        self.content = None
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+
+
+class TreeCompareView(RichDisplay):
+    """Two trees side by side, their differences coloured (`compare_trees`), a click selecting the counterpart."""
+
+    def __init__(self, left: TreeView, right: TreeView, alignment: Any) -> None:
+        self.left = left
+        """Tree a (deleted nodes coloured)."""
+        self.right = right
+        """Tree b (inserted nodes coloured)."""
+        self.alignment = alignment
+        """The `compare_trees` frame."""
+
+    def counts(self) -> dict[str, int]:
+        """Aligned nodes per kind."""
+        kinds = self.alignment["kind"].tolist()
+        return {k: kinds.count(k) for k in ("matched", "relabelled", "deleted", "inserted")}
+
+    def __repr__(self) -> str:
+        return f"TreeCompareView({self.left.root_ids[0]!r} vs {self.right.root_ids[0]!r}, {self.counts()})"
+
+    def to_text(self) -> str:
+        """The counts per kind."""
+        return repr(self)
+
+    def to_html(self) -> str:
+        """Both views in one row, with the counts; a script links each node to its counterpart."""
+        counts = " · ".join(f"{v} {k}" for k, v in self.counts().items())
+        box = "ca-compare-" + hashlib.sha1((self.left.root_ids[0] + self.right.root_ids[0] + counts).encode()).hexdigest()[:12]
+        link = ("<script>(function(){const box=document.getElementById('" + box + "');if(!box||box.dataset.linked)return;"
+                "box.dataset.linked='1';box.addEventListener('ca-selected',e=>{const pair=e.detail&&e.detail.pair;"
+                "if(!pair)return;const views=Array.from(box.querySelectorAll('.ca-tree-box'));"
+                "const other=views.find(v=>!v.contains(e.target));"
+                "if(other)other.dispatchEvent(new CustomEvent('ca-select',{detail:{id:pair}}));});})();</script>")
+        return (f'<div class="ca-compare" id="{box}"><div class="ca-compare-head">compare: {html.escape(counts)}</div>'
+                f'<div style="display:flex;gap:16px;align-items:flex-start;overflow-x:auto">'
+                f'<div style="flex:1;min-width:0"><h4>a: {html.escape(self.left.root_ids[0])}</h4>{self.left.to_html()}</div>'
+                f'<div style="flex:1;min-width:0"><h4>b: {html.escape(self.right.root_ids[0])}</h4>{self.right.to_html()}</div>'
+                f"</div>{link}</div>")
+
+    def to_document(self, title: str | None = None) -> str:
+        """A whole HTML page holding both views."""
+        name = html.escape(title or f"compare {self.left.root_ids[0]} vs {self.right.root_ids[0]}")
+        return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{name}</title></head>'
+                f"<body><h2>{name}</h2>{self.to_html()}</body></html>\n")
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the comparison as one self-contained HTML file."""
+        return _write(path, self.to_document())
+
+
+def tree_view_compare(a: tuple[StoreSource, str], b: tuple[StoreSource, str], *, alignment: Any = None,
+                      relabel_threshold: float | None = None, **view_options: Any) -> TreeCompareView:
+    """Trees a and b (each `(store, root_id)`) side by side, coloured by `compare_trees(a, b)` (or by `alignment`).
+
+    In a: deleted (only in a), relabelled and changed nodes; in b: inserted, relabelled and changed
+    ones; a badge on a node counts the other tree's nodes below it that this one lacks. Clicking
+    a node selects its counterpart in the other tree. `view_options` go to both `TreeView`s.
+    """
+    from cyber_agent.analysis.align import compare_trees
+
+    (source_a, root_a), (source_b, root_b) = a, b
+    store_a, store_b = open_source(source_a), open_source(source_b)
+    if alignment is None:
+        extra = {} if relabel_threshold is None else {"relabel_threshold": relabel_threshold}
+        alignment = run_sync(compare_trees(store_a, root_a, store_b, root_b, **extra))
+    left = TreeView(store_a, root_a, highlight=alignment, side="a", **view_options)
+    right = TreeView(store_b, root_b, highlight=alignment, side="b", **view_options)
+    return TreeCompareView(left, right, alignment)
+
+
+def _write(path: str | os.PathLike[str], text: str) -> Path:
     target = Path(path)
     if target.is_dir():
         raise IsADirectoryError(f"{str(path)!r} is a folder; give a file name, e.g. {str(target / 'run.html')!r}")
-    view = TreeView(source, root_id, marks=marks, page_limit=None)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(view.to_document(), encoding="utf-8")
+    if not target.parent.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
     return target
+
+
+def write_document(view: TreeView | TreeCompareView, path: str | os.PathLike[str]) -> Path:
+    """Write `view` as one self-contained HTML page at `path` (a file name, its folder made if missing)."""
+    return _write(path, view.to_document())
+
+
+def export_html(source: StoreSource | TraceFrames, root_id: str | Sequence[str], path: str | os.PathLike[str], *,
+                marks: Mapping[str, Sequence[str]] | None = None, highlight: Highlight = None,
+                messages: int = MESSAGES_PER_PAGE) -> Path:
+    """Write one self-contained HTML file (no network, no server): the tree view, every node's page, the budget."""
+    if Path(path).is_dir():
+        raise IsADirectoryError(f"{str(path)!r} is a folder; give a file name, e.g. {str(Path(path) / 'run.html')!r}")
+    view = TreeView(source, root_id, marks=marks, highlight=highlight, page_limit=None, messages=messages)
+    return _write(path, view.to_document())
+

@@ -18,7 +18,15 @@ from matplotlib.figure import Figure
 
 from cyber_agent.notebook.frames import TraceFrames, to_frames
 from cyber_agent.notebook.records import StoreSource
-from cyber_agent.notebook.tree_draw import ROLE_MARKERS, STATUS_COLORS, VERDICT_COLORS, Orientation, draw_tree, tidy_tree_layout
+from cyber_agent.notebook.tree_draw import (
+    ROLE_MARKERS,
+    STATUS_COLORS,
+    VERDICT_COLORS,
+    HighlightInput,
+    Orientation,
+    draw_tree,
+    tidy_tree_layout,
+)
 from cyber_agent.errors import InvalidIdError, TraceNotFoundError
 from cyber_agent.notebook.tree_labels import TraceText, trace_texts
 from cyber_agent.trace.trace_id import parse_trace_id
@@ -56,15 +64,20 @@ def tree_frames(source: StoreSource | TraceFrames, trace_id: str) -> tuple[Trace
     the full drawing and the explorer (`2.3`, not `root`).
     """
     try:
-        root = parse_trace_id(trace_id).root_id
-    except InvalidIdError:  # an id made outside T2 (an import, a test): ask the records
+        root: str | None = parse_trace_id(trace_id).root_id
+    except InvalidIdError:  # an id made outside T2 (an import, a test): ask the records (below, not chained to this)
+        root = None
+    if root is None:
         root = str(to_frames(source, [trace_id], messages=False, events=False).traces["root_trace_id"].iloc[0])
+    whole: TraceFrames | None
     try:
         if isinstance(source, TraceFrames) and source.roots == [root]:
             whole = source  # already that one tree: selecting it again costs an isin per frame
         else:
             whole = to_frames(source, [root], messages=False, events=False)
     except TraceNotFoundError:  # the root is not in this store or export: the subtree is all there is
+        whole = None
+    if whole is None:
         root, whole = trace_id, to_frames(source, [trace_id], messages=False, events=False)
     texts = trace_texts(whole.traces.sort_values("position", kind="stable"), whole.validations)
     return (whole if root == trace_id else whole.tree(trace_id)), texts
@@ -178,17 +191,19 @@ def draw_trace_tree(
     fold: bool = True,
     labels: bool | None = None,
     figsize: tuple[float, float] | None = None,
+    highlight: HighlightInput = None,
 ) -> Figure:
     """Draw the trace tree (colour = status or verdict, marker = role); accepts a store, path, frames or a `trace_graph`.
 
     Top-down when it fits, else left to right; what does not fit folds into `+N traces` count nodes
     (`max_depth` levels below the root, `max_nodes` nodes at most; `fold=False` draws everything).
+    `highlight=await explain(store, root)` draws the path from the root to where the run went wrong.
     """
     graph = source if isinstance(source, nx.DiGraph) else trace_graph(source, _required(root_trace_id))
     root = graph.graph.get("root")
     title = _trace_title(graph, root) if root in graph else None
     return draw_tree(graph, orientation=orientation, labels=labels, title=title, figsize=figsize, max_depth=max_depth,
-                     max_nodes=max_nodes, fold=fold)
+                     max_nodes=max_nodes, fold=fold, highlight=highlight)
 
 
 def draw_goal_tree(

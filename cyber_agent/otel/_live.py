@@ -98,7 +98,8 @@ class OtelObserver:
             return []
         messages = await store.get_trace_messages(trace_id)
         events = await store.get_events(trace_id)
-        usage = await store.get_resource_usage(trace_id) if trace.is_root else None
+        typed_usage = await store.get_resource_usage(trace_id) if trace.is_root else None
+        usage = typed_usage.model_dump(mode="json") if typed_usage is not None else None  # as an export holds it
         links = None
         if trace.parent_trace_id is not None and not trace.is_validator:
             links = child_links(await store.get_events(trace.parent_trace_id))

@@ -259,7 +259,7 @@ def trace_spans(
 def _chat_span(message: Message, model: str, provider: str, root_id: str, by_sequence: Mapping[int, Message],
                content: ContentPolicy, kind: SpanKind, context: SpanContext, parent: SpanContext, start: int,
                end: int, settings: SpanSettings, retries: Sequence[TraceEvent] = ()) -> ReadableSpan:
-    _, response_model = provider_and_model(str(message.metadata.get("model") or model))
+    _, response_model = provider_and_model(str(message.metadata.model or model))
     attributes: Attributes = {
         GEN_AI_OPERATION_NAME: "chat", GEN_AI_PROVIDER_NAME: provider, GEN_AI_REQUEST_MODEL: model,
         GEN_AI_RESPONSE_MODEL: response_model, GEN_AI_CONVERSATION_ID: root_id,
@@ -270,10 +270,12 @@ def _chat_span(message: Message, model: str, provider: str, root_id: str, by_seq
     }
     put(attributes, NS + "goal_id", message.goal_id)
     put(attributes, NS + "branch", message.branch)
-    for flag in ("usage_estimated", "cost_estimated", "cost_unpriced"):
-        if message.metadata.get(flag):
+    meta = message.metadata
+    for flag, value in (("usage_estimated", meta.usage_estimated), ("cost_estimated", meta.cost_estimated),
+                        ("cost_unpriced", meta.cost_unpriced)):
+        if value:
             attributes[NS + flag] = True
-    put(attributes, NS + "usage_invalid", message.metadata.get("usage_invalid"))
+    put(attributes, NS + "usage_invalid", meta.usage_invalid)
     if content.capture:
         window = _message_window(message, by_sequence)
         put(attributes, GEN_AI_SYSTEM_INSTRUCTIONS, content.json(system_instructions(window)))
@@ -295,7 +297,7 @@ def _tool_span(message: Message, call: ToolCall | None, decisions: Mapping[str, 
     put(attributes, NS + "goal_id", message.goal_id)
     put(attributes, NS + "approval.decision", decisions.get(message.tool_call_id or ""))
     status = Status(StatusCode.UNSET)
-    if message.metadata.get("is_error"):
+    if message.metadata.is_error:
         attributes[NS + "tool.is_error"] = True
         attributes[ERROR_TYPE] = "tool_error"
         status = Status(StatusCode.ERROR, "the tool returned an error")

@@ -40,9 +40,9 @@ from cyber_agent.protocol.claims import (
     numbers_of,
     quoted_names,
 )
-from cyber_agent.trace.models import Message, Trace, is_refusal
+from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.protocol_records import TaskReport, ValidationResult, aggregate_verdict
-from cyber_agent.trace.protocols import TraceStore
+from cyber_agent.trace.protocols import TraceReader
 
 __all__ = ["NOT_WORK_TOOLS", "check_claims", "check_report", "rejected_claims", "render_evidence"]
 
@@ -55,7 +55,7 @@ _EXCERPT = 90
 class _Reading:
     """What one check has read from the store (each trace and message list once)."""
 
-    store: TraceStore
+    store: TraceReader
     reporter: Trace
     workspace: Path
     traces: dict[str, Trace | None] = field(default_factory=dict)
@@ -100,7 +100,7 @@ def _number_excerpt(text: str, stated: str) -> str:
 
 
 def _is_error(message: Message) -> bool:
-    return bool(message.metadata.get("is_error"))
+    return bool(message.metadata.is_error)
 
 
 def rejected_claims(trace: Trace) -> list[str]:
@@ -304,7 +304,7 @@ async def _signals(reading: _Reading, report: TaskReport) -> list[ClaimVerdict]:
                 last[names[message.tool_call_id]] = message
         # Failed work is an error of a tool that ran (its result records a run time). A refused call
         # (a limit) or one the permission gate or argument check stopped never ran: not failed work.
-        errored = [m for m in last.values() if _is_error(m) and not is_refusal(m.metadata) and "duration_ms" in m.metadata]
+        errored = [m for m in last.values() if _is_error(m) and not m.metadata.is_refusal and m.metadata.duration_ms is not None]
         if errored:
             first = errored[0]
             out.append(_fail(None, None, "completed_over_errors",
@@ -331,7 +331,7 @@ def _workspace(trace: Trace, workspace: Path | str | None) -> Path:
     return Path(configured) if configured else Path.cwd()
 
 
-async def check_report(store: TraceStore, trace: Trace, report: TaskReport | None = None, *,
+async def check_report(store: TraceReader, trace: Trace, report: TaskReport | None = None, *,
                        workspace: Path | str | None = None) -> ValidationResult:
     """Check a child's report (default: its stored one) against the persisted tree; no model call."""
     report = report if report is not None else trace.protocol.report
@@ -342,7 +342,7 @@ async def check_report(store: TraceStore, trace: Trace, report: TaskReport | Non
     return _result(reading, verdicts + await _signals(reading, report))
 
 
-async def check_claims(store: TraceStore, trace_id: str, *, workspace: Path | str | None = None) -> ValidationResult:
+async def check_claims(store: TraceReader, trace_id: str, *, workspace: Path | str | None = None) -> ValidationResult:
     """The evidence check over any trace: its report, or the claims of its final answer (legacy, roots, imports)."""
     trace = await store.get_trace(trace_id)
     if trace is None:

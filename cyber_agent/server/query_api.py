@@ -14,18 +14,19 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from cyber_agent.errors import ConfigurationError, TraceNotFoundError
 from cyber_agent.server.http_errors import error_responses
 from cyber_agent.server.json_body import JSONBodyRoute
 from cyber_agent.server.state import State, TraceId
 from cyber_agent.trace.goal_models import GoalTree
-from cyber_agent.trace.models import Message, Trace, TraceMode, TraceStatus
+from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.protocols import TraceStore
 from cyber_agent.trace.store_listing import DamagedEntry, list_traces_report
+from cyber_agent.trace.trace_filter import TraceFilter
 
-__all__ = ["MessagesResponse", "SubTrace", "TraceDetail", "TraceList", "router", "sub_traces_of"]
+__all__ = ["MessagesResponse", "SubTrace", "TraceDetail", "TraceList", "TraceQuery", "router", "sub_traces_of"]
 
 router = APIRouter(tags=["traces"], route_class=JSONBodyRoute)
 
@@ -89,22 +90,25 @@ async def _require(store: TraceStore, trace_id: str) -> Trace:
     return trace
 
 
+class TraceQuery(TraceFilter):
+    """The query of `GET /api/traces`: the listing filters (`TraceFilter`) and a bounded limit."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)  # an unknown query parameter is ignored, as HTTP does
+
+    # Over HTTP the strings and the limit are bounded (in process a filter takes any string and None).
+    agent_type: str | None = Field(default=None, max_length=100)
+    parent_trace_id: str | None = Field(default=None, max_length=220)
+    created_by_tool: str | None = Field(default=None, max_length=100)
+    uid: str | None = Field(default=None, max_length=200)
+    model: str | None = Field(default=None, max_length=200)
+    limit: int = Field(default=50, ge=1, le=1000)
+    """At most this many traces, newest first (1..1000)."""
+
+
 @router.get("/api/traces", response_model=TraceList, responses=error_responses(422))
-async def list_traces(
-    state: State,
-    mode: TraceMode | None = None,
-    status: TraceStatus | None = None,
-    agent_type: Annotated[str | None, Query(max_length=100)] = None,
-    parent_trace_id: Annotated[str | None, Query(max_length=220)] = None,
-    created_by_tool: Annotated[str | None, Query(max_length=100)] = None,
-    uid: Annotated[str | None, Query(max_length=200)] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
-) -> TraceList:
+async def list_traces(state: State, query: Annotated[TraceQuery, Query()]) -> TraceList:
     """List traces (root and sub-traces), newest first; filters apply before `limit`."""
-    listing = await list_traces_report(
-        state.store, mode=mode, status=status, agent_type=agent_type, parent_trace_id=parent_trace_id,
-        created_by_tool=created_by_tool, uid=uid, limit=limit,
-    )
+    listing = await list_traces_report(state.store, query)
     return TraceList(traces=listing.traces, errors=listing.errors)
 
 

@@ -8,6 +8,7 @@ trace's `head_sequence` back to the first message.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Literal
 
@@ -16,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from cyber_agent.llm.types import ToolCall
 
 from cyber_agent.trace.clock import utc_now
+from cyber_agent.trace.message_metadata import REFUSAL_FLAGS, MessageMetadata, ResultShaping, refusal_kind
 from cyber_agent.trace.provenance import Provenance
 from cyber_agent.trace.state import (
     Lineage,
@@ -41,7 +43,9 @@ __all__ = [
     "REFUSAL_FLAGS",
     "Message",
     "MessageContent",
+    "MessageMetadata",
     "MessageRole",
+    "ResultShaping",
     "Trace",
     "TraceMode",
     "TraceStatus",
@@ -54,22 +58,7 @@ TraceMode = Literal["call", "agent"]
 TraceStatus = Literal["running", "completed", "failed", "stopped", "waiting_confirmation"]
 MessageRole = Literal["system", "user", "assistant", "tool"]
 
-REFUSAL_FLAGS: tuple[str, ...] = ("refused", "rejected")
-"""Tool-message metadata keys that mark a refusal: `refused` (a limit refused the call; the value
-names it, see `ToolRefusedError`) and `rejected` (the call was not run: a cap, a budget overrun)."""
-
-
-def refusal_kind(metadata: dict[str, Any] | None) -> str | None:
-    """What refused a tool call: the limit `refused` names, `rejected` for a call not run, else None."""
-    if not metadata:
-        return None
-    refused = metadata.get("refused")
-    if refused:
-        return refused if isinstance(refused, str) else "refused"
-    return "rejected" if metadata.get("rejected") else None
-
-
-def is_refusal(metadata: dict[str, Any] | None) -> bool:
+def is_refusal(metadata: MessageMetadata | Mapping[str, Any] | None) -> bool:
     """True when a tool message's metadata marks a refusal (one definition for the runner and the notebook)."""
     return refusal_kind(metadata) is not None
 
@@ -225,8 +214,9 @@ class Message(BaseModel):
     """USD cost of that call."""
     duration_ms: float | None = None
     """Wall time of the model call or tool execution."""
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    """Free-form extras (compaction markers, tool status, truncation, ...)."""
+    metadata: MessageMetadata = Field(default_factory=MessageMetadata)
+    """Error flag, refusal, truncation, summary, usage estimates, model, source ids, ... and any key a tool
+    or user added (`cyber_agent/trace/message_metadata.py:MessageMetadata`)."""
     created_at: datetime = Field(default_factory=utc_now)
     """When the message was created (UTC)."""
 
@@ -249,10 +239,8 @@ class Message(BaseModel):
             return data
         data = {**data, **{k: 0 for k in ("prompt_tokens", "completion_tokens", "cached_tokens", "cost")
                            if any(p.startswith(f"{k}=") for p in problems)}}
-        metadata = dict(data.get("metadata") or {})
         note = f"stored 0 for {', '.join(problems)}"
-        metadata["usage_invalid"] = f"{metadata['usage_invalid']}; {note}" if metadata.get("usage_invalid") else note
-        data["metadata"] = metadata
+        data["metadata"] = _note_invalid_usage(data.get("metadata"), note)
         return data
 
     @classmethod
@@ -308,11 +296,21 @@ class Message(BaseModel):
             return out
         if self.role == "tool":
             out = {"role": "tool", "tool_call_id": self.tool_call_id or "", "content": self.text}
-            if self.metadata.get("is_error"):
+            if self.metadata.is_error:
                 # Anthropic sends it on the wire (`tool_result.is_error`); the OpenAI client drops the key.
                 out["is_error"] = True
             return out
         return {"role": self.role, "content": self.text}
+
+
+def _note_invalid_usage(metadata: Any, note: str) -> Any:
+    """`metadata` (typed, a mapping or None) with `note` appended to its `usage_invalid`."""
+    if isinstance(metadata, MessageMetadata):
+        before = metadata.usage_invalid
+        return metadata.model_copy(update={"usage_invalid": f"{before}; {note}" if before else note})
+    metadata = dict(metadata or {})
+    metadata["usage_invalid"] = f"{metadata['usage_invalid']}; {note}" if metadata.get("usage_invalid") else note
+    return metadata
 
 
 def _clip(text: str) -> str:

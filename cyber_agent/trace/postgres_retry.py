@@ -19,6 +19,8 @@ from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from cyber_agent.errors import StoreError
+from cyber_agent.trace.budget_limits import ResourceUsage
+from cyber_agent.trace.side_records import ToolApprovals
 from cyber_agent.trace.events import EventType
 from cyber_agent.trace.goal_models import Goal, GoalTree
 from cyber_agent.trace.models import Message, Trace
@@ -98,15 +100,15 @@ class RetriedWrites(SQLTraceStore):
         """Replace the goal tree; stats stay the store's."""
         await self._retrying(lambda: SQLTraceStore.update_goal_tree(self, trace_id, tree))
 
-    async def replace_resource_usage(self, root_trace_id: str, usage: dict[str, Any]) -> None:
+    async def replace_resource_usage(self, root_trace_id: str, usage: ResourceUsage | Mapping[str, Any]) -> None:
         """Atomically replace the root's usage record."""
         await self._retrying(lambda: SQLTraceStore.replace_resource_usage(self, root_trace_id, usage))
 
-    async def update_resource_usage(self, root_trace_id: str, change: UsageChange) -> dict[str, Any] | None:
+    async def update_resource_usage(self, root_trace_id: str, change: UsageChange) -> ResourceUsage | None:
         """Read, change and write the root's usage record under its row lock (`change` may run again after a retry)."""
         return await self._retrying(lambda: SQLTraceStore.update_resource_usage(self, root_trace_id, change))
 
-    async def replace_tool_approvals(self, trace_id: str, state: dict[str, Any]) -> None:
+    async def replace_tool_approvals(self, trace_id: str, state: ToolApprovals | Mapping[str, Any]) -> None:
         """Atomically replace the trace's approval state."""
         await self._retrying(lambda: SQLTraceStore.replace_tool_approvals(self, trace_id, state))
 

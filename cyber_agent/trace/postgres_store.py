@@ -54,7 +54,7 @@ from cyber_agent.trace.postgres_listen import listen_events
 from cyber_agent.trace.postgres_retry import RetriedWrites, _ConnectionLost, write_deadline
 from cyber_agent.trace.postgres_schema import migrate
 from cyber_agent.trace.postgres_url import OPTIONS, parse_url, redact_url
-from cyber_agent.trace.sql_store import _INSERT_TRACE
+from cyber_agent.trace.sql_store import _INSERT_TRACE, SQLTraceStore
 
 __all__ = ["EVENTS_CHANNEL", "FAULT_POINTS", "MARKER_TRACE", "STOPS_CHANNEL", "PostgresTraceStore"]
 
@@ -186,6 +186,30 @@ class PostgresTraceStore(RetriedWrites):
         if converted is None:
             converted = self._sql_cache[sql] = sql.replace("?", "%s")
         return converted
+
+    # ---- columnar reads (`SQLTraceStore.read_columns`): PostgreSQL's JSON operators ------------------------
+    _MESSAGE_COLUMNS_SQL = (SQLTraceStore._MESSAGE_COLUMNS_SQL[0].replace("data -> '$.content'",
+                                                                           "(data::json -> 'content')::text"), "sequence")
+    _EVENT_COLUMNS_SQL = ("""
+SELECT trace_id, event_id, type, data::json ->> 'created_at' AS created_at,
+       CASE WHEN shared = 1 THEN sequence
+            ELSE (data::json -> 'payload' -> 'message' ->> 'sequence')::bigint END AS message_sequence,
+       coalesce(nullif(data::json -> 'payload' ->> 'goal_id', ''), data::json -> 'payload' -> 'goal' ->> 'id') AS goal_id,
+       CASE WHEN type IN ('sub_trace_started', 'sub_trace_completed') THEN data::json -> 'payload' ->> 'trace_id' END
+           AS sub_trace_id,
+       data::json -> 'payload' ->> 'status' AS status,
+       (CASE WHEN type = 'message_added'
+                  AND (shared = 1 OR json_typeof(data::json -> 'payload' -> 'message') = 'object')
+             THEN ((data::jsonb -> 'payload') - 'message')::json ELSE data::json -> 'payload' END)::text AS payload
+FROM events""", "event_id")
+
+    def _rows_and_names(self, sql: str, params: Sequence[Any]) -> tuple[list[Any], list[str]]:
+        with self.connection() as conn:
+            cursor = conn.execute(self._sql(sql), params)
+            return cursor.fetchall(), [d.name for d in cursor.description or ()]
+
+    def _is_damage(self, exc: BaseException) -> bool:
+        return super()._is_damage(exc) or isinstance(exc, psycopg.DataError)
 
     def _run(self, conn: psycopg.Connection[tuple[Any, ...]], sql: str, params: Sequence[Any], fetch: bool) -> list[Any]:
         try:

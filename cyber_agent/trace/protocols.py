@@ -20,13 +20,17 @@ from collections.abc import Sequence
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
+from cyber_agent.trace.budget_limits import ResourceUsage
 from cyber_agent.trace.events import EventType, TraceEvent
 from cyber_agent.trace.goal_models import Goal, GoalTree
-from cyber_agent.trace.models import Message, Trace, TraceMode, TraceStatus
+from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.records import TraceRecord
+from cyber_agent.trace.side_records import StopRequest, ToolApprovals
+from cyber_agent.trace.trace_filter import TraceFilter
 
-UsageChange = Callable[[dict[str, Any] | None], Mapping[str, Any] | None]
-"""A step of `TraceStore.update_resource_usage`: the persisted record in, the record to write (or None) out."""
+UsageChange = Callable[[ResourceUsage | None], ResourceUsage | Mapping[str, Any] | None]
+"""A step of `TraceStore.update_resource_usage`: the persisted usage in (None: never written), the usage to
+write (or None: write nothing) out."""
 
 __all__ = ["WRITE_METHODS", "TraceReader", "TraceStore", "UsageChange"]
 
@@ -39,21 +43,11 @@ class TraceReader(Protocol):
         """Return the trace, or None when it does not exist."""
         ...
 
-    async def list_traces(
-        self,
-        *,
-        mode: TraceMode | None = None,
-        status: TraceStatus | None = None,
-        agent_type: str | None = None,
-        parent_trace_id: str | None = None,
-        created_by_tool: str | None = None,
-        uid: str | None = None,
-        limit: int | None = 50,
-    ) -> list[Trace]:
-        """Newest first; every filter is applied before `limit`."""
+    async def list_traces(self, where: TraceFilter | None = None, /, **filters: Any) -> list[Trace]:
+        """Newest first; every filter (`TraceFilter`, or its fields as keywords) is applied before `limit`."""
         ...
 
-    async def get_resource_usage(self, root_trace_id: str) -> dict[str, Any] | None:
+    async def get_resource_usage(self, root_trace_id: str) -> ResourceUsage | None:
         """Return the root's usage record; None if never written or no such trace; CorruptRecordError if unreadable."""
         ...
 
@@ -81,11 +75,11 @@ class TraceReader(Protocol):
         """Events with id greater than `since_event_id`, in order."""
         ...
 
-    async def get_stop_requests(self, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    async def get_stop_requests(self, trace_ids: Sequence[str]) -> dict[str, StopRequest]:
         """The persisted stop requests among `trace_ids` (others are left out)."""
         ...
 
-    async def get_tool_approvals(self, trace_id: str) -> dict[str, Any] | None:
+    async def get_tool_approvals(self, trace_id: str) -> ToolApprovals | None:
         """Return the persisted approval state of the trace, or None."""
         ...
 
@@ -113,11 +107,11 @@ class TraceStore(TraceReader, Protocol):
         """Update trace fields (not trace_id or the totals); a status change appends `trace_status_changed`."""
         ...
 
-    async def replace_resource_usage(self, root_trace_id: str, usage: dict[str, Any]) -> None:
+    async def replace_resource_usage(self, root_trace_id: str, usage: ResourceUsage | Mapping[str, Any]) -> None:
         """Atomically replace the root's usage record."""
         ...
 
-    async def update_resource_usage(self, root_trace_id: str, change: UsageChange) -> dict[str, Any] | None:
+    async def update_resource_usage(self, root_trace_id: str, change: UsageChange) -> ResourceUsage | None:
         """Read, change and write the root's usage record as one atomic step, across processes too."""
         ...
 
@@ -153,7 +147,7 @@ class TraceStore(TraceReader, Protocol):
         """Append an event whose payload fits its type's model (InvalidUpdateError otherwise); return its id."""
         ...
 
-    async def replace_tool_approvals(self, trace_id: str, state: dict[str, Any]) -> None:
+    async def replace_tool_approvals(self, trace_id: str, state: ToolApprovals | Mapping[str, Any]) -> None:
         """Atomically replace the trace's approval state."""
         ...
 

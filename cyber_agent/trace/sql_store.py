@@ -18,6 +18,7 @@ A `message_added` event does not store its message a second time: its row holds 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -29,6 +30,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from cyber_agent.errors import CorruptRecordError, InvalidUpdateError
+from cyber_agent.trace.columnar import (
+    EVENT_FIELDS,
+    MESSAGE_FIELDS,
+    ColumnarRead,
+    arrow_schema,
+    in_order,
+    json_values,
+    typed,
+)
 from cyber_agent.trace.event_payloads import check_payload
 from cyber_agent.trace.events import EVENT_TYPES, EventType, TraceEvent, encode_event, encode_json
 from cyber_agent.trace.goal_models import GoalTree
@@ -36,8 +46,9 @@ from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.records import JSONRecord, TraceRecord
 from cyber_agent.trace.sqlite_schema import MessageColumns, message_columns
 from cyber_agent.trace.store_base import BaseTraceStore, _Hot
-from cyber_agent.trace.store_listing import DamagedEntry
+from cyber_agent.trace.store_listing import DamagedEntry, damaged_record
 from cyber_agent.trace.trace_id import validate_trace_id
+from cyber_agent.trace.side_records import StopRequest, stop_request_from
 
 __all__ = ["EVENTS_SQL", "SQLTraceStore", "events_of"]
 
@@ -242,7 +253,7 @@ class SQLTraceStore(BaseTraceStore):
         return [str(data) for (data,) in self._query(
             "SELECT data FROM exchanges WHERE trace_id = ? ORDER BY call_index", (trace_id,))]
 
-    async def get_stop_requests(self, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    async def get_stop_requests(self, trace_ids: Sequence[str]) -> dict[str, StopRequest]:
         """The persisted stop requests among `trace_ids`, read with one query."""
         ids = list(dict.fromkeys(trace_ids))
         if not ids:
@@ -253,9 +264,9 @@ class SQLTraceStore(BaseTraceStore):
                            f"AND trace_id IN ({', '.join('?' * len(ids))})", ids)
         out = {}
         for trace_id, data in rows:
-            record = json.loads(data)
-            if record:
-                out[trace_id] = record
+            request = stop_request_from(json.loads(data), f"{trace_id}/stop_request.json")
+            if request is not None:
+                out[trace_id] = request
         return out
 
     # ---- records written with the trace's next write ------------------------------------------
@@ -455,6 +466,107 @@ class SQLTraceStore(BaseTraceStore):
             resource_usage=self._read_side_record(trace_id, "resource_usage"),
             tool_approvals=self._read_side_record(trace_id, "tool_approvals"),
         )
+
+    # ---- columnar reads (`cyber_agent/trace/columnar.py`): what the analysis frames are built from ---------
+    # Each query is (SELECT ... FROM table, its order within a trace); `_columnar_session` runs it for many traces.
+    # `refused_content`: the JSON content of a refused tool result that is not text (rare), read only for those rows.
+    _MESSAGE_COLUMNS_SQL = ("SELECT " + ", ".join(name for name, _ in MESSAGE_FIELDS) + ", tool_calls, "
+                            "CASE WHEN role = 'tool' AND refused IS NOT NULL AND content_is_text = 0 "
+                            "THEN data -> '$.content' END AS refused_content FROM messages", "sequence")
+    # A `message_added` payload without its message (the messages table has it), as the file store's reader gives it;
+    # the payload fields the events frame lifts into columns, read here so no Python loop walks the payloads.
+    _EVENT_COLUMNS_SQL = ("""
+SELECT trace_id, event_id, type, data ->> '$.created_at' AS created_at,
+       CASE WHEN shared = 1 THEN sequence ELSE data ->> '$.payload.message.sequence' END AS message_sequence,
+       coalesce(nullif(data ->> '$.payload.goal_id', ''), data ->> '$.payload.goal.id') AS goal_id,
+       CASE WHEN type IN ('sub_trace_started', 'sub_trace_completed') THEN data ->> '$.payload.trace_id' END
+           AS sub_trace_id,
+       data ->> '$.payload.status' AS status,
+       CASE WHEN type = 'message_added' AND (shared = 1 OR json_type(data, '$.payload.message') = 'object')
+            THEN json_remove(data -> '$.payload', '$.message') ELSE data -> '$.payload' END AS payload
+FROM events""", "event_id")
+    _IDS_PER_QUERY = 500
+
+    @contextmanager
+    def _columnar_session(self) -> Iterator[Callable[[tuple[str, str], Sequence[str], Any], Any]]:
+        """A function running a query (`_MESSAGE_COLUMNS_SQL`'s shape) for the traces `ids` and returning their
+        rows as an Arrow table of `schema`, trace after trace in the order of `ids`. This default reads
+        chunks of ids with `IN (...)` and builds the table from the driver's rows; a store with an
+        Arrow-native driver overrides it."""
+        import pyarrow as pa
+
+        def run(query: tuple[str, str], ids: Sequence[str], schema: pa.Schema) -> pa.Table:
+            select, order = query
+            parts = []
+            for start in range(0, len(ids), self._IDS_PER_QUERY):
+                chunk = list(ids[start:start + self._IDS_PER_QUERY])
+                sql = f"{select} WHERE trace_id IN ({', '.join('?' * len(chunk))}) ORDER BY trace_id, {order}"
+                rows, _ = self._rows_and_names(sql, chunk)
+                if rows:
+                    parts.append(pa.table([pa.array(column, f.type) for column, f in
+                                           zip(zip(*rows, strict=True), schema, strict=True)], schema=schema))
+            return in_order(pa.concat_tables(parts) if parts else schema.empty_table(), ids)
+
+        yield run
+
+    def _rows_and_names(self, sql: str, params: Sequence[Any]) -> tuple[list[Any], list[str]]:
+        """A query's rows and column names, errors as the driver raised them (`_is_damage` sorts them)."""
+        raise NotImplementedError  # pragma: no cover - every SQL store supplies it
+
+    def _is_damage(self, exc: BaseException) -> bool:
+        """Whether `exc`, raised by a columnar read, means a row's data is damaged (not that the database is
+        locked or unreachable)."""
+        return isinstance(exc, ValueError | KeyError | TypeError)
+
+    def read_columns(self, root_ids: Sequence[str] | None = None, *, messages: bool = True,
+                     events: bool = True) -> ColumnarRead:
+        """The trees of `read_records` (read without messages and events), their messages and events as Arrow
+        columns (`cyber_agent/trace/columnar.py`) read with a few queries for all of them; a trace whose rows
+        are damaged (an event's or a tool call's JSON) is left out and named in `ColumnarRead.damaged`."""
+        records, damaged = self._read_selected(root_ids, messages=False, events=False)
+        read = self._columns_of(records, messages, events)
+        bad = {entry.name for entry in read.damaged}
+        return dataclasses.replace(read, records=[r for r in records if r.trace_id not in bad],
+                                   damaged=[*damaged, *read.damaged])
+
+    def _columns_of(self, records: Sequence[TraceRecord], messages: bool, events: bool) -> ColumnarRead:
+        ids = [record.trace_id for record in records]
+        try:
+            return self._read_columns(ids, messages, events)
+        except Exception as exc:
+            if not self._is_damage(exc):
+                raise
+        healthy, damaged = [], []
+        for trace_id in ids:  # find the damaged traces one by one (rare)
+            try:
+                self._read_columns([trace_id], messages, events)
+            except Exception as exc:
+                if not self._is_damage(exc):
+                    raise
+                damaged.append(damaged_record(trace_id, self._where(trace_id, "messages/events"), exc))
+            else:
+                healthy.append(trace_id)
+        return dataclasses.replace(self._read_columns(healthy, messages, events), damaged=damaged)
+
+    def _read_columns(self, ids: Sequence[str], messages: bool, events: bool) -> ColumnarRead:
+        import pyarrow as pa
+
+        message_schema = pa.schema([*arrow_schema(MESSAGE_FIELDS), pa.field("tool_calls", pa.string()),
+                                    pa.field("refused_content", pa.string())])
+        event_schema = pa.schema([*arrow_schema(EVENT_FIELDS), pa.field("payload", pa.string())])
+        with self._columnar_session() as run:
+            table = typed(run(self._MESSAGE_COLUMNS_SQL, ids, message_schema), message_schema) if messages and ids \
+                else message_schema.empty_table()
+            event_table = typed(run(self._EVENT_COLUMNS_SQL, ids, event_schema), event_schema) if events and ids \
+                else event_schema.empty_table()
+        refused = table.filter(table["refused_content"].is_valid()) if table["refused_content"].null_count < len(table) \
+            else table.slice(0, 0)
+        contents = {(trace_id, sequence): json.loads(content) for trace_id, sequence, content in zip(
+            *(refused[name].to_pylist() for name in ("trace_id", "sequence", "refused_content")), strict=True)}
+        return ColumnarRead(records=[], messages=table.drop_columns(["tool_calls", "refused_content"]),
+                            calls=json_values(table["tool_calls"]), contents=contents,
+                            events=event_table.drop_columns(["payload"]),
+                            payloads=json_values(event_table["payload"], keep_nulls=True))
 
     def trace_ids_under(self, root_ids: Sequence[str]) -> list[str]:
         """Every trace id of the trees under `root_ids` (a recursive SQL walk of `parent_trace_id`)."""

@@ -22,9 +22,11 @@ import dataclasses
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
+
+from pydantic import BaseModel, ValidationError
 
 from cyber_agent.errors import (
     ConflictError,
@@ -35,7 +37,9 @@ from cyber_agent.errors import (
     StoreError,
     TraceNotFoundError,
 )
+from cyber_agent.trace.budget_limits import ResourceUsage
 from cyber_agent.trace.bulk import gc_paused
+from cyber_agent.trace.columnar import ColumnarRead, ColumnBuilder
 from cyber_agent.trace.events import (
     EVENT_TYPES,
     EventType,
@@ -47,7 +51,7 @@ from cyber_agent.trace.events import (
 from cyber_agent.trace.event_payloads import check_payload
 from cyber_agent.trace.exchange_log import decode_exchange
 from cyber_agent.trace.goal_models import Goal, GoalStats, GoalTree
-from cyber_agent.trace.models import Message, Trace, TraceMode, TraceStatus, utc_now
+from cyber_agent.trace.models import Message, Trace, utc_now
 from cyber_agent.trace.protocols import UsageChange
 from cyber_agent.trace.records import JSONRecord, TraceRecord, select_trees
 from cyber_agent.trace.store_listing import DamagedEntry, TraceListing, damaged_record, warn_damaged
@@ -63,6 +67,8 @@ from cyber_agent.trace.store_rules import (
     _copy,
     _evented_sequence,
 )
+from cyber_agent.trace.side_records import StopRequest, ToolApprovals, stop_request_from, tool_approvals_from, usage_from
+from cyber_agent.trace.trace_filter import TraceFilter
 from cyber_agent.trace.trace_id import parse_message_id, validate_trace_id
 
 __all__ = ["BaseTraceStore"]
@@ -397,38 +403,18 @@ class BaseTraceStore(ABC):
                 self._emit(hot, "trace_status_changed", status)
             return Trace.model_validate_json(data)
 
-    async def list_traces(
-        self,
-        *,
-        mode: TraceMode | None = None,
-        status: TraceStatus | None = None,
-        agent_type: str | None = None,
-        parent_trace_id: str | None = None,
-        created_by_tool: str | None = None,
-        uid: str | None = None,
-        limit: int | None = 50,
-    ) -> list[Trace]:
-        """Newest first; every filter is applied before `limit`; damaged entries are skipped with a warning."""
-        listing = await self.list_traces_report(mode=mode, status=status, agent_type=agent_type,
-                                                parent_trace_id=parent_trace_id, created_by_tool=created_by_tool,
-                                                uid=uid, limit=limit)
+    async def list_traces(self, where: TraceFilter | None = None, /, **filters: Any) -> list[Trace]:
+        """Newest first; every filter (`TraceFilter`, or its fields as keywords) is applied before `limit`.
+
+        Damaged entries are skipped with a warning."""
+        listing = await self.list_traces_report(TraceFilter.of(where, filters))
         _warn_damaged(listing.errors)
         return listing.traces
 
-    async def list_traces_report(
-        self,
-        *,
-        mode: TraceMode | None = None,
-        status: TraceStatus | None = None,
-        agent_type: str | None = None,
-        parent_trace_id: str | None = None,
-        created_by_tool: str | None = None,
-        uid: str | None = None,
-        limit: int | None = 50,
-    ) -> TraceListing:
+    async def list_traces_report(self, where: TraceFilter | None = None, /, **filters: Any) -> TraceListing:
         """Like `list_traces`, and every damaged or foreign entry the listing skipped (`TraceListing.errors`)."""
-        if limit is not None and limit < 0:
-            raise InvalidUpdateError(f"limit must be >= 0 or None, got {limit}")
+        where = TraceFilter.of(where, filters)
+        limit = where.limit
         matched = []
         traces, damaged = self._list_entries()
         for trace in traces:
@@ -436,13 +422,8 @@ class BaseTraceStore(ABC):
             if hot is not None:
                 trace = hot.trace
             # Only totals and the head change without a checkpoint; every filtered field is current.
-            if ((mode is not None and trace.mode != mode) or (status is not None and trace.status != status)
-                    or (agent_type is not None and trace.agent_type != agent_type)
-                    or (parent_trace_id is not None and trace.parent_trace_id != parent_trace_id)
-                    or (created_by_tool is not None and trace.lineage.created_by_tool != created_by_tool)
-                    or (uid is not None and trace.uid != uid)):
-                continue
-            matched.append(trace)
+            if where.matches(trace):
+                matched.append(trace)
         matched.sort(key=lambda t: (t.created_at, t.trace_id), reverse=True)
         out = []
         for trace in matched if limit is None else matched[:limit]:
@@ -465,24 +446,38 @@ class BaseTraceStore(ABC):
     ) -> list[TraceRecord]:
         """Every trace of the trees under `root_ids` (all traces when None) as JSON records, parents first
         (with `exchanges`, each with its recorded model exchanges: what a copy needs to fork there)."""
+        records, damaged = self._read_selected(root_ids, messages=messages, events=events)
+        _warn_damaged(damaged)
+        if exchanges:
+            records = [dataclasses.replace(r, exchanges=[decode_exchange(line, r.trace_id, i) for i, line in
+                                                         enumerate(self._read_exchange_lines(r.trace_id))]) for r in records]
+        return records
+
+    def _read_selected(self, root_ids: Sequence[str] | None, *, messages: bool, events: bool, each: Callable[
+            [TraceRecord], TraceRecord] | None = None) -> tuple[list[TraceRecord], list[DamagedEntry]]:
+        """The records of `read_records` (each passed through `each` as it is read) and the damaged entries."""
         if isinstance(root_ids, str):
             raise InvalidUpdateError(f"root_ids must be a sequence of trace ids, got the string {root_ids!r}")
         for root_id in root_ids or ():
             validate_trace_id(root_id)
         with gc_paused():
             metas, damaged = self._record_metas()
-            selected = select_trees(metas, root_ids)
             records = []
-            for meta in selected:  # a trace whose records cannot be read is skipped and named, like the listing's
+            for meta in select_trees(metas, root_ids):  # a trace whose records cannot be read is skipped and named
                 try:
-                    records.append(self._read_record(meta, messages=messages, events=events))
+                    record = self._read_record(meta, messages=messages, events=events)
                 except (CorruptRecordError, ValueError, KeyError, TypeError) as exc:
                     damaged.append(damaged_record(str(meta.get("trace_id")), self._record_location(meta), exc))
-            _warn_damaged(damaged)
-        if exchanges:
-            records = [dataclasses.replace(r, exchanges=[decode_exchange(line, r.trace_id, i) for i, line in
-                                                         enumerate(self._read_exchange_lines(r.trace_id))]) for r in records]
-        return records
+                    continue
+                records.append(record if each is None else each(record))
+        return records, damaged
+
+    def read_columns(self, root_ids: Sequence[str] | None = None, *, messages: bool = True,
+                     events: bool = True) -> ColumnarRead:
+        """`read_records`' trees with their messages and events as columns, freed trace by trace (`trace/columnar.py`)."""
+        builder = ColumnBuilder(messages=messages, events=events)
+        records, damaged = self._read_selected(root_ids, messages=messages, events=events, each=builder.add_record)
+        return builder.build(records, damaged)
 
     def _record_location(self, meta: JSONRecord) -> str:
         """Where a trace's records live, for a damaged-entry report."""
@@ -532,33 +527,41 @@ class BaseTraceStore(ABC):
             self._append_event_line(trace_id, encode_json(event, "event"))
 
     # ---- side records -------------------------------------------------------------------
-    async def get_resource_usage(self, root_trace_id: str) -> dict[str, Any] | None:
-        """Return the root's usage record; None if never written or no such trace; CorruptRecordError if unreadable."""
-        return self._get_side(root_trace_id, "resource_usage")
+    async def get_resource_usage(self, root_trace_id: str) -> ResourceUsage | None:
+        """Return the root's usage; None if never written or no such trace; CorruptRecordError if unreadable or incomplete."""
+        return usage_from(self._get_side(root_trace_id, "resource_usage"), _where(root_trace_id, "resource_usage"))
 
-    async def replace_resource_usage(self, root_trace_id: str, usage: dict[str, Any]) -> None:
-        """Atomically replace the root's usage record."""
-        self._replace_side(root_trace_id, "resource_usage", usage)
+    async def replace_resource_usage(self, root_trace_id: str, usage: ResourceUsage | Mapping[str, Any]) -> None:
+        """Atomically replace the root's usage record (a mapping is written as given)."""
+        self._replace_side(root_trace_id, "resource_usage", _side_json(usage, "resource_usage"))
 
-    async def update_resource_usage(self, root_trace_id: str, change: UsageChange) -> dict[str, Any] | None:
-        """Read, change and write the root's usage record as one atomic step across processes.
+    async def update_resource_usage(self, root_trace_id: str, change: UsageChange) -> ResourceUsage | None:
+        """Read, change and write the root's usage as one atomic step across processes.
 
-        `change(current)` gets the persisted record (None if never written) under the trace's
-        writer lock (a file lock, or one `BEGIN IMMEDIATE` transaction) and returns the record to
+        `change(current)` gets the persisted usage (None if never written) under the trace's
+        writer lock (a file lock, or one `BEGIN IMMEDIATE` transaction) and returns the usage to
         write, or None to write nothing. It must not await and may raise (nothing is written).
-        Returns what is persisted afterwards.
+        Returns what is persisted afterwards. A persisted record that is incomplete or invalid
+        raises CorruptRecordError before `change` runs (the budget fails closed).
         """
         validate_trace_id(root_trace_id)
+        where = _where(root_trace_id, "resource_usage")
         with self._writing_side(root_trace_id):
             self._require_exists(root_trace_id)
-            current = self._read_side_record(root_trace_id, "resource_usage")
+            current = usage_from(self._read_side_record(root_trace_id, "resource_usage"), where)
             new = change(current)
             if new is None:
                 return current
-            if not isinstance(new, Mapping):
-                raise InvalidUpdateError(f"resource_usage must be a mapping, got {type(new).__name__}")
-            self._write_side_record(root_trace_id, "resource_usage", encode_json(dict(new), "resource_usage"))
-            return dict(new)
+            if isinstance(new, Mapping):
+                try:
+                    new = ResourceUsage.model_validate(new)
+                except ValidationError as exc:
+                    raise InvalidUpdateError(f"resource_usage of {root_trace_id!r}: {exc.errors()[0]['msg']} "
+                                             f"({'.'.join(map(str, exc.errors()[0]['loc']))})") from None
+            if not isinstance(new, ResourceUsage):
+                raise InvalidUpdateError(f"resource_usage must be a ResourceUsage or a mapping, got {type(new).__name__}")
+            self._write_side_record(root_trace_id, "resource_usage", encode_json(new, "resource_usage"))
+            return new.model_copy()
 
     # ---- persistent stop requests (seen by every process running part of the tree) -------------
     async def request_stop(self, trace_id: str, reason: str, *, subtree: bool = True) -> None:
@@ -566,8 +569,9 @@ class BaseTraceStore(ABC):
         validate_trace_id(trace_id)
         if not isinstance(reason, str) or not reason:
             raise InvalidUpdateError(f"a stop reason must be a non-empty string, got {reason!r}")
-        record = {"reason": reason, "subtree": bool(subtree), "requested_at": utc_now().isoformat()}
-        self._replace_side(trace_id, "stop_request", record)
+        record = StopRequest(reason=reason, subtree=bool(subtree), requested_at=utc_now())
+        self._replace_side(trace_id, "stop_request", {"reason": record.reason, "subtree": record.subtree,
+                                                      "requested_at": utc_now().isoformat()})
 
     async def clear_stop(self, trace_id: str) -> None:
         """Withdraw the trace's own stop request (a continued trace runs again)."""
@@ -577,23 +581,24 @@ class BaseTraceStore(ABC):
             if self._read_side_record(trace_id, "stop_request") is not None:
                 self._write_side_record(trace_id, "stop_request", "{}")
 
-    async def get_stop_requests(self, trace_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    async def get_stop_requests(self, trace_ids: Sequence[str]) -> dict[str, StopRequest]:
         """The persisted stop requests among `trace_ids` (unknown ids and traces without one are left out)."""
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, StopRequest] = {}
         for trace_id in trace_ids:
             validate_trace_id(trace_id)
             record = self._read_side_record(trace_id, "stop_request") if self._exists(trace_id) else None
-            if record:
-                out[trace_id] = record
+            request = stop_request_from(record, _where(trace_id, "stop_request"))
+            if request is not None:
+                out[trace_id] = request
         return out
 
-    async def get_tool_approvals(self, trace_id: str) -> dict[str, Any] | None:
-        """Return the persisted approval state of the trace, or None."""
-        return self._get_side(trace_id, "tool_approvals")
+    async def get_tool_approvals(self, trace_id: str) -> ToolApprovals | None:
+        """Return the persisted approval state of the trace, or None; CorruptRecordError if a batch does not fit."""
+        return tool_approvals_from(self._get_side(trace_id, "tool_approvals"), _where(trace_id, "tool_approvals"))
 
-    async def replace_tool_approvals(self, trace_id: str, state: dict[str, Any]) -> None:
-        """Atomically replace the trace's approval state."""
-        self._replace_side(trace_id, "tool_approvals", state)
+    async def replace_tool_approvals(self, trace_id: str, state: ToolApprovals | Mapping[str, Any]) -> None:
+        """Atomically replace the trace's approval state (a mapping is written as given)."""
+        self._replace_side(trace_id, "tool_approvals", _side_json(state, "tool_approvals"))
 
     def _get_side(self, trace_id: str, name: str) -> dict[str, Any] | None:
         validate_trace_id(trace_id)
@@ -805,3 +810,13 @@ class BaseTraceStore(ABC):
         validate_trace_id(trace_id)
         self._require_exists(trace_id)
         return self._read_events(trace_id, since_event_id)
+
+
+def _where(trace_id: str, name: str) -> str:
+    """Where a side record lives, as a CorruptRecordError names it."""
+    return f"{trace_id}/{name}.json"
+
+
+def _side_json(value: Any, name: str) -> Any:
+    # A typed record is written in JSON mode; a mapping as given; anything else is refused by _replace_side.
+    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value

@@ -10,13 +10,14 @@ from __future__ import annotations
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from cyber_agent.errors import CorruptRecordError
-from cyber_agent.trace.models import Trace, TraceMode, TraceStatus
+from cyber_agent.trace.models import Trace
 from cyber_agent.trace.protocols import TraceReader
+from cyber_agent.trace.trace_filter import TraceFilter
 
 __all__ = ["DamageKind", "DamagedEntry", "DamagedEntryWarning", "TraceListing", "damaged_record", "list_traces_report",
            "warn_damaged"]
@@ -78,28 +79,15 @@ class TraceListing:
     """Damaged or foreign entries, by name; independent of the filters."""
 
 
-async def list_traces_report(
-    store: TraceReader,
-    *,
-    mode: TraceMode | None = None,
-    status: TraceStatus | None = None,
-    agent_type: str | None = None,
-    parent_trace_id: str | None = None,
-    created_by_tool: str | None = None,
-    uid: str | None = None,
-    limit: int | None = 50,
-) -> TraceListing:
+async def list_traces_report(store: TraceReader, where: TraceFilter | None = None, /, **filters: Any) -> TraceListing:
     """`store.list_traces_report(...)` where the store has one, else its `list_traces` with no errors.
 
     Stores built on `BaseTraceStore` report damaged entries; any other `TraceReader` (a read-only
     view of loaded records) has no directory to be damaged.
     """
-    filters = {"mode": mode, "status": status, "agent_type": agent_type, "parent_trace_id": parent_trace_id,
-               "created_by_tool": created_by_tool, "uid": uid, "limit": limit}
+    where = TraceFilter.of(where, filters)
     report = getattr(store, "list_traces_report", None)
     if report is not None:
-        listing: TraceListing = await report(**filters)
+        listing: TraceListing = await report(where)
         return listing
-    return TraceListing(traces=await store.list_traces(mode=mode, status=status, agent_type=agent_type,
-                                                       parent_trace_id=parent_trace_id,
-                                                       created_by_tool=created_by_tool, uid=uid, limit=limit))
+    return TraceListing(traces=await store.list_traces(where))

@@ -31,6 +31,7 @@ from cyber_agent.tools.registry import ToolRegistry
 from cyber_agent.trace import InMemoryTraceStore
 from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.protocols import TraceStore
+from cyber_agent.trace.budget_limits import ResourceUsage
 
 ROOT = "solve the root task"
 """Objective of the root anchor; also the key TreeModel files the root's calls under."""
@@ -275,10 +276,10 @@ async def messages_of(store: TraceStore, trace_id: str) -> list[Message]:
 
 
 async def usage_of(store: TraceStore, root_id: str) -> dict[str, Any]:
-    """The root's persisted resource usage."""
+    """The root's persisted resource usage, as the JSON record the store keeps (the store returns it typed)."""
     usage = await store.get_resource_usage(root_id)
-    assert usage is not None, f"no resource usage on {root_id}"
-    return usage
+    assert isinstance(usage, ResourceUsage), f"no resource usage on {root_id}"
+    return usage.model_dump(mode="json")
 
 
 # ---- stores that misbehave on purpose ------------------------------------------------------------
@@ -300,7 +301,7 @@ class FailingStartStore(InMemoryTraceStore):
 class YieldingStore(InMemoryTraceStore):
     """Yields to the event loop inside every usage read and write, so unlocked updates would interleave."""
 
-    async def get_resource_usage(self, root_trace_id: str) -> dict[str, Any] | None:
+    async def get_resource_usage(self, root_trace_id: str) -> ResourceUsage | None:
         await asyncio.sleep(0)
         return await super().get_resource_usage(root_trace_id)
 

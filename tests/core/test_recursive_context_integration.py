@@ -90,7 +90,7 @@ async def test_five_levels_complete_with_reviews_and_validations_at_every_level(
     (root_validation,) = protocol(traces[0])["validations"]
     assert (root_validation["scope"], root_validation["verdict"]) == ("root", "pass")
     usage = await brain.store.get_resource_usage(ROOT_ID)
-    assert usage["agents"] == 6
+    assert usage.agents == 6
 
 
 async def test_each_level_starts_from_its_own_brief_anchor_and_refs_only(tmp_path):

@@ -126,7 +126,7 @@ async def test_revise_continues_the_same_child_with_the_feedback_and_no_new_quot
     assert revision_request[-1] == {"role": "user", "content": "[parent review] Revise your work. Feedback: name the source file"}
     assert revision_request[1] == brain.first_requests[1][0][0][1]
     assert result.trace.lineage.child_count == 1
-    assert (await brain.store.get_resource_usage(ROOT_ID))["agents"] == 2
+    assert (await brain.store.get_resource_usage(ROOT_ID)).agents == 2
     assert len(await validators_of(brain.store, child.trace_id)) == 2
     assert f"Child {child.trace_id} [completed]" in state["second_outcome"]
     assert "Review it again" in state["second_outcome"]
@@ -193,7 +193,7 @@ async def test_continue_from_with_a_different_task_is_refused_and_a_matching_one
     assert "Review it again" in revised
     (child,) = await children_of(brain.store, ROOT_ID)
     assert result.trace.lineage.child_count == 1
-    assert (await brain.store.get_resource_usage(ROOT_ID))["agents"] == 2
+    assert (await brain.store.get_resource_usage(ROOT_ID)).agents == 2
     child_requests = [r for r in brain.llm.requests if "submit_report" in r.tool_names]
     assert "Expected outputs: checksum with file name" in child_requests[-1].messages[-1]["content"]
     assert [r["decision"] for r in protocol(result.trace)["reviews"]] == ["replan", "replan"]

@@ -141,7 +141,7 @@ async def test_usage_lives_in_the_roots_resource_usage_json_and_counts_validator
     result = await runner.run_result(TASK, recursive_config())
     root_id = result.trace.trace_id
     on_disk = json.loads((tmp_path / root_id / "resource_usage.json").read_text())
-    assert on_disk == await store.get_resource_usage(root_id)
+    assert ResourceUsage.model_validate(on_disk) == await store.get_resource_usage(root_id)  # the store reads it typed
     requests = len(model.llm.requests)
     assert model.calls[VALIDATOR] == 2 and requests == 6  # root 3, child 1, two validators
     assert (on_disk["agents"], on_disk["llm_calls"], on_disk["root_validator_calls"]) == (2, requests, 1)

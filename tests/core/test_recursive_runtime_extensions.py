@@ -65,7 +65,7 @@ async def test_the_root_validator_runs_on_the_reserved_calls(monkeypatch, tmp_pa
     result = await run_root(make_runner(brain), rooted(workspace=str(tmp_path)))
     assert result.status == "completed"
     usage = await brain.store.get_resource_usage(ROOT_ID)
-    assert (usage["llm_calls"], usage["root_validator_calls"], usage["refusals"]) == (4, 2, 0)
+    assert (usage.llm_calls, usage.root_validator_calls, usage.refusals) == (4, 2, 0)
     assert protocol(result.trace)["validations"][0]["verdict"] == "pass"
 
 
@@ -78,8 +78,8 @@ async def test_an_agent_cannot_touch_the_reserve_after_a_rejection(monkeypatch, 
     assert result.status == "failed"
     assert "llm_calls" in result.trace.error_message
     usage = await brain.store.get_resource_usage(ROOT_ID)
-    assert usage["llm_calls"] == 4 and usage["refusals"] == 1
-    assert "llm_calls" in usage["last_refusal"]
+    assert usage.llm_calls == 4 and usage.refusals == 1
+    assert "llm_calls" in usage.last_refusal
     assert len(brain.llm.requests) == 4
 
 
@@ -94,7 +94,7 @@ async def test_a_criteria_validator_cannot_use_the_reserve_and_yields_unknown(mo
     (validator,) = await validators_of(brain.store, child.trace_id)
     assert validator.status == "failed"
     assert result.status == "failed" and "llm_calls" in result.trace.error_message
-    assert (await brain.store.get_resource_usage(ROOT_ID))["root_validator_calls"] == 0
+    assert (await brain.store.get_resource_usage(ROOT_ID)).root_validator_calls == 0
 
 
 async def test_validator_tool_calls_are_budgeted_and_an_exhausted_validator_never_passes(monkeypatch):
@@ -113,7 +113,7 @@ async def test_validator_tool_calls_are_budgeted_and_an_exhausted_validator_neve
     assert validation["verdict"] == "unknown"
     assert "validation_tool_calls" in validation["summary"]
     usage = await brain.store.get_resource_usage(ROOT_ID)
-    assert usage["validation_tool_calls"] == 1 and "validation_tool_calls" in usage["last_refusal"]
+    assert usage.validation_tool_calls == 1 and "validation_tool_calls" in usage.last_refusal
 
 
 async def test_a_validator_tool_call_over_the_budget_is_not_executed(monkeypatch):

@@ -58,11 +58,11 @@ async def test_validators_are_sub_traces_of_what_they_judge_and_count_for_calls_
     calls = len(brain.llm.requests)
     validator_calls = sum("submit_validation" in r.tool_names for r in brain.llm.requests)
     assert validator_calls == 4
-    assert usage["agents"] == 2
-    assert usage["llm_calls"] == calls
-    assert usage["total_tokens"] == 15 * calls
-    assert usage["cost_usd"] == pytest.approx(0.01 * calls)
-    assert usage["validation_tool_calls"] == 2
+    assert usage.agents == 2
+    assert usage.llm_calls == calls
+    assert usage.total_tokens == 15 * calls
+    assert usage.cost_usd == pytest.approx(0.01 * calls)
+    assert usage.validation_tool_calls == 2
 
 
 @pytest.mark.parametrize("verdicts, aggregate, per_criterion", [

@@ -88,7 +88,7 @@ async def test_the_deepest_report_is_rejected_by_its_validator_then_revised_and_
     assert protocol(d5)["review"]["decision"] == "accept"
     assert protocol(d5)["report"]["outputs"] == ["checksum=7781"]
     assert d4.lineage.child_count == 1
-    assert (await brain.store.get_resource_usage(ROOT_ID))["agents"] == 6
+    assert (await brain.store.get_resource_usage(ROOT_ID)).agents == 6
 
 
 async def test_every_level_accepts_and_the_root_result_is_independently_validated(tmp_path):

@@ -543,7 +543,7 @@ async def test_a_root_validator_of_an_enabled_tree_reads_a_page_as_evidence(site
     validations = (await store.get_trace(root.trace_id)).protocol.model_dump(mode="json")["validations"]
     assert [v["verdict"] for v in validations] == ["pass"] and "Version 2.1" in validations[0]["criteria"][0]["evidence"]
     usage = await store.get_resource_usage(root.trace_id)
-    assert usage["validation_tool_calls"] >= 1 and usage["validation_material_chars"] >= pages[0].metadata["chars"]
+    assert usage.validation_tool_calls >= 1 and usage.validation_material_chars >= pages[0].metadata["chars"]
 
 
 async def test_the_runner_does_not_count_a_metered_web_call_twice(site, monkeypatch):
@@ -551,7 +551,7 @@ async def test_the_runner_does_not_count_a_metered_web_call_twice(site, monkeypa
     validators = [t for t in await store.list_traces(limit=None) if t.agent_type == "validator"]
     page = next(m for m in await store.get_trace_messages(validators[0].trace_id) if m.tool_name == "fetch_page")
     usage = await store.get_resource_usage(root.trace_id)
-    assert (usage["validation_tool_calls"], usage["validation_material_chars"]) == (1, page.metadata["chars"])
+    assert (usage.validation_tool_calls, usage.validation_material_chars) == (1, page.metadata["chars"])
 
 
 async def test_a_tree_started_without_search_gives_its_validators_no_web_tools(site, monkeypatch):

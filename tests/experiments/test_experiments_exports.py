@@ -10,11 +10,11 @@ import cyber_agent.experiments as experiments
 PACKAGE = Path(experiments.__file__).parent
 # Public in their module, deliberately not lifted: the engine's and the workers' plumbing.
 INTERNAL = {
-    "engine": {"run_attempts"},
+    "engine": {"cell_slots", "default_workers", "run_attempts"},
     "cell_run": {"CellModel", "build_model", "run_cell", "score_record"},
     "ledger": {"blank_record"},
     "limiter": {"LimitedLLM", "RateLimitTransport"},
-    "pool": {"CellJob", "run_elsewhere"},
+    "pool": {"CellJob", "CellOutcome", "WorkerSetup", "run_elsewhere", "shares"},
     "progress": {"ProgressObserver", "safe_observer"},
     "frame": {"frame_of"},
 }

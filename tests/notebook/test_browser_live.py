@@ -9,14 +9,18 @@ the cell to end with the one line `RunInterruptedError: stopped by interrupt: �
 stopped.
 
 Saved means readable: a notebook showing a run's progress (the launch cell's view and
-`handle.progress()`) and a sweep's view is run, saved, its kernel shut down and the page
-closed; reopened in a new page, every output shows its final snapshot and none reads
-"Error displaying widget" (the views replaced their widget by static HTML when they finished).
+`handle.progress()`), a sweep's view, the report stepper, the explorer, the budget frame and
+chart and the finished handle is run, saved, its kernel shut down and the page closed; reopened
+in a new page, every output shows its final snapshot and none reads "Error displaying widget"
+(the progress views replaced their widget by static HTML when they finished; the stepper and
+the explorer are HTML with a script, which draws them again without a kernel).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import nbformat
@@ -57,8 +61,15 @@ SAVED_CELLS = [
     "view = SweepProgressView()\n"
     "display(view)\n"
     "report = await run_sweep(grid, InMemoryTraceStore(), on_progress=view)",
+    "from cyber_agent.notebook import ReportStepper, TraceExplorer, budget_frame, plot_budget, plot_usage_by_agent\n"
+    "ReportStepper(h.store, h.trace_id)",
+    "TraceExplorer(h.store, h.trace_id)",
+    "budget_frame(h.store, h.trace_id)",
+    "plot_budget(h.store, h.trace_id)",
+    "h",
 ]
 WIDGET_ERROR = "Error displaying widget"
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 RUN_ALL_AND_SAVE = """async () => {
   const app = window.jupyterapp;
@@ -118,9 +129,9 @@ CLEAR_COUNT = """(index) => { const cell = window.jupyterapp.shell.currentWidget
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    work = tmp_path_factory.mktemp("lab-live")
-    root = notebook_root(work)
+def lab_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The server's root (a copy of data/ beside notebooks/ holding the module's two notebooks)."""
+    root = notebook_root(tmp_path_factory.mktemp("lab-live"))
     book = nbformat.v4.new_notebook()
     book.cells = [nbformat.v4.new_code_cell(source) for source in CELLS]
     book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -129,7 +140,12 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
     saved.cells = [nbformat.v4.new_code_cell(source) for source in SAVED_CELLS]
     saved.metadata["kernelspec"] = book.metadata["kernelspec"]
     nbformat.write(saved, root / "notebooks" / SAVED)
-    with lab_server(root, work) as server:
+    return root
+
+
+@pytest.fixture(scope="module")
+def lab(lab_root: Path) -> Iterator[Lab]:
+    with lab_server(lab_root, lab_root.parent) as server:
         yield server
 
 
@@ -192,7 +208,7 @@ def test_running_the_launch_cell_twice_says_the_first_run_was_stopped(page: Any)
     assert "the previous run of this cell, " in text and "was still running: stopped it (subtree stop" in text, text
 
 
-def test_saved_progress_and_sweep_views_reopen_as_their_final_snapshot(lab: Lab, chromium: Any) -> None:
+def test_saved_progress_and_sweep_views_reopen_as_their_final_snapshot(lab: Lab, lab_root: Path, chromium: Any) -> None:
     first = chromium.new_page(viewport={"width": 1400, "height": 1000})
     first.set_default_timeout(10_000)
     # A workspace of its own: the module's other page keeps the default one (and its notebook) open.
@@ -217,5 +233,28 @@ def test_saved_progress_and_sweep_views_reopen_as_their_final_snapshot(lab: Lab,
     assert not [t for t in texts if WIDGET_ERROR in t], outputs
     assert not [w for cell in outputs for w, _ in cell if w], outputs  # static snapshots, no widget
     progress = [t for t in texts if t.lstrip().startswith("statusagents")]
-    assert len(progress) == 2 and all("completed6 agents + 10 validators" in t for t in progress), progress
+    assert len(progress) == 3 and all("completed6 agents + 10 validators" in t for t in progress), progress
     assert any(t.startswith("saved: 2/2 cells") for t in texts), texts
+    # The stepper and the explorer are HTML: reopened in a trusted notebook, their scripts draw them again, no kernel.
+    stepper = again.locator(".ca-stepper")
+    assert stepper.count() == 1
+    label = stepper.locator(".cyber-agent-stepper-label")
+    assert re.fullmatch(r"1 / \d+ · brief", label.inner_text()), label.inner_text()
+    stepper.scroll_into_view_if_needed()
+    stepper.get_by_role("button", name="next ▶").click()
+    assert re.fullmatch(r"2 / \d+ · \w+", label.inner_text()), label.inner_text()
+    explorer = again.locator(".cyber-agent-explorer")
+    assert explorer.count() == 1 and explorer.locator(".ca-tree-box").count() == 1
+    assert "root main" in explorer.locator(".cyber-agent-explorer-body").inner_text()
+    assert any("Tree budget (recursive" in t and "% used" in t and "e+0" not in t for t in texts), texts
+    assert any("answer" in t and "Top region" in t for t in texts), texts  # the finished handle: final table and answer
+    again.close()
+
+    # What GitHub and nbviewer show of the file JupyterLab saved: nbconvert's HTML, no kernel, no widget state.
+    from nbconvert import HTMLExporter
+
+    saved = nbformat.read(lab_root / "notebooks" / SAVED, as_version=4)
+    assert not [o for cell in saved.cells for o in cell.get("outputs", []) if WIDGET_VIEW in o.get("data", {})]
+    body, _ = HTMLExporter().from_notebook_node(saved)
+    assert "model not found" not in body and body.count("completed") >= 3
+    assert re.search(r"\d+ protocol steps", body) and "cyber-agent-explorer-body" in body and "saved: 2/2 cells" in body

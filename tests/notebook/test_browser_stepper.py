@@ -1,7 +1,7 @@
 """Real browser: JupyterLab + headless Debian Chromium run notebook 04 and click the ReportStepper.
 
-The headless widget tests (test_stepper.py) prove the stepper's Python state; this one proves
-the widget renders and answers clicks in a real frontend: a `jupyter lab` server on loopback,
+The headless tests (test_stepper.py) prove the stepper's Python state; this one proves its HTML
+and script render and answer clicks in a real frontend (no widget, no kernel round trip): a `jupyter lab` server on loopback,
 Debian's /usr/bin/chromium driven by the `playwright` package (its own browsers are never
 downloaded: no `playwright install`), notebook 04 run with JupyterLab's "Run All Cells", then
 the stepper's trace dropdown and its "next ▶" button are used and the rendered text checked.
@@ -63,7 +63,7 @@ def test_next_renders_the_next_report_in_a_real_browser(lab: tuple[str, Path], t
                 stepper.scroll_into_view_if_needed()
                 body = stepper.locator(".cyber-agent-stepper-body")
                 label = stepper.locator(".cyber-agent-stepper-label")
-                # The notebook's later cells drove the same widget to the root validator's verdict, the last step.
+                # The notebook's later cells drove the stepper to the root validator's verdict, the last step (display id).
                 expect(label).to_contain_text("36 / 36")
                 expect(body).to_contain_text("main · root validation: pass")
 

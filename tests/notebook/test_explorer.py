@@ -1,4 +1,4 @@
-"""TraceExplorer driven through its widget API: rows, expand/collapse, selection, pages, lazy messages."""
+"""TraceExplorer driven through its Python state: rows, expand/collapse, selection, pages, lazy messages; HTML display."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def big():
 
 
 def _rows(explorer: TraceExplorer) -> list[str]:
-    return [label.replace("\u00a0", " ") for label, _ in explorer.tree.options]
+    return [label.replace("\u00a0", " ") for label, _ in explorer.rows]
 
 
 def test_a_thousand_trace_tree_opens_on_the_root_and_its_children(big):
@@ -43,35 +43,37 @@ def test_a_thousand_trace_tree_opens_on_the_root_and_its_children(big):
     children = [t for t in explorer.frames.traces.loc[explorer.frames.traces["parent_trace_id"] == sample.root_trace_id,
                                                        "trace_id"]]
     assert explorer.visible == [sample.root_trace_id, *children]
-    assert len(explorer.tree.options) == 1 + len(children) < 20
+    assert len(explorer.rows) == 1 + len(children) < 20
+    assert store.message_reads == []  # nothing is shown yet
+    explorer._repr_mimebundle_()
     assert store.message_reads == [sample.root_trace_id]  # only the page shown reads messages
     rows = _rows(explorer)
     assert rows[0].startswith("▾ main · Audit the 2026 revenue")
     assert any(row.startswith("   ▸ 2 delegate") and "(+" in row for row in rows)  # collapsed: what lies below
-    assert f"{len(explorer.tree.options)} of 1000 traces shown" in explorer.status.value
+    assert f"{len(explorer.rows)} of 1000 traces shown" in explorer.status
 
 
 def test_expand_and_collapse_through_the_buttons(big):
     store, sample = big
     explorer = TraceExplorer(store, sample.root_trace_id)
     second = explorer.visible[2]
-    explorer.tree.value = second  # a click on the row
-    assert explorer.toggle_button.description == "▸ expand"
-    explorer.toggle_button.click()
+    explorer.select(second)  # a click on the row
+    assert second not in explorer.expanded
+    explorer.toggle()
     grandchildren = explorer.children(second)
     assert explorer.visible[2:3 + len(grandchildren)] == [second, *grandchildren]
-    assert _rows(explorer)[2].lstrip().startswith("▾ 2 delegate") and explorer.toggle_button.description == "▾ collapse"
-    explorer.tree.value = grandchildren[0]
-    explorer.parent_button.click()
+    assert _rows(explorer)[2].lstrip().startswith("▾ 2 delegate") and second in explorer.expanded
+    explorer.select(grandchildren[0])
+    explorer.to_parent()
     assert explorer.selected == second
     explorer.select(grandchildren[0])
     explorer.collapse(second)  # the selection was hidden: it moves up to the collapsed trace
     assert explorer.selected == second and grandchildren[0] not in explorer.visible
-    explorer.expand_all_button.click()
+    explorer.expand_all()
     assert len(explorer.visible) == 1 + len(explorer.children(sample.root_trace_id)) + explorer._below[second][0]
     explorer.expand_all(sample.root_trace_id)
-    assert len(explorer.tree.options) == 1000
-    explorer.collapse_all_button.click()
+    assert len(explorer.rows) == 1000
+    explorer.collapse_all()
     assert explorer.selected == sample.root_trace_id and len(explorer.visible) == 1 + len(explorer.children(sample.root_trace_id))
 
 
@@ -94,10 +96,10 @@ def test_a_click_shows_the_page_and_reads_that_traces_messages_once(big):
     assert page.section("goals")[0].startswith("1. ")
     assert "LLM calls: 2" in page.section("usage")[1]
     assert page.section("messages")[0].startswith("#1 assistant [")
-    body = explorer.page.value
+    body = explorer.to_html()
     assert "cyber-agent-explorer-report" in body and "outcome: completed" in body and "✗ fail</span>" in body
-    explorer.tree.value = explorer.root_trace_id
-    explorer.tree.value = revised
+    explorer.select(explorer.root_trace_id)
+    explorer.select(revised)
     assert store.message_reads == [revised]  # read once, then cached (the root's were read when it opened)
 
 
@@ -111,10 +113,10 @@ def test_find_selects_and_reveals_matching_traces(big):
     assert "[failed]" in _rows(explorer)[explorer.visible.index(found)]
     again = explorer.find("failed")  # the next match, after the selected one
     assert again != found
-    explorer.search.value = "region West"  # typing in the search box (Enter) finds too
+    explorer.find("region West")
     assert explorer.texts[explorer.selected].title == "region West"
-    explorer.search.value = "no such words anywhere"
-    assert "nothing matches" in explorer.status.value and explorer.find(explorer.search.value) is None
+    explorer.find("no such words anywhere")
+    assert "nothing matches" in explorer.status and explorer.find("no such words anywhere") is None
     with pytest.raises(TraceNotFoundError):
         explorer.select("not-a-trace")
 
@@ -124,13 +126,17 @@ def test_a_validators_page_gives_its_own_verdict_and_the_export_works_too():
     explorer = TraceExplorer(EXPORT, root)
     explorer.expand_all()
     validator = next(t for t in explorer.visible if explorer.texts[t].path == "1.1.v1")
-    explorer.tree.value = validator
+    explorer.select(validator)
     verdicts = explorer.page_of().section("verdicts")
     assert verdicts[0] == "validation 1 (criteria) of 1.1: ✗ fail"
     assert _rows(explorer)[explorer.visible.index(validator)].strip() == "· 1.1.v1 validator · ✗ fail · 0/1 criteria"
     bundle = explorer._repr_mimebundle_()
-    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert set(bundle) == {"text/plain", "text/html"}  # no widget: nothing to lose when the kernel is gone
     assert "1.1.v1 validator" in bundle["text/plain"] and "cyber-agent-explorer-static" in bundle["text/html"]
+    page = bundle["text/html"]
+    assert 'class="ca-tree-box"' in page and "<details" in page  # the tree view, and a static outline beside it
+    assert "validation 1 (criteria) of 1.1: ✗ fail" in page  # the selected page is in the saved output
+    assert page == explorer.to_html()  # no random ids
 
 
 def test_frames_without_messages_say_so():
@@ -138,3 +144,27 @@ def test_frames_without_messages_say_so():
     explorer = TraceExplorer(frames, frames.roots[0])
     assert explorer.page_of().section("messages") == ("(not loaded)",)
     assert "LLM calls: ?" in explorer.page_of().section("usage")[1]
+
+
+def test_a_recursive_run_with_evidence_checks_displays(tmp_path):
+    # Evidence checks are validations without a validator trace: the tree view beside the page must take them.
+    from cyber_agent.cli import DEMO_ANCHOR, DEMO_TASK
+    from cyber_agent.notebook import launch, run_sync
+
+    handle = run_sync(launch(DEMO_TASK, mode="recursive", store=tmp_path, workspace=REPO, progress=False,
+                             root_task_anchor=DEMO_ANCHOR))
+    handle.wait(timeout=120)
+    explorer = TraceExplorer(tmp_path, handle.trace_id)
+    assert explorer.frames.validations["validator_trace_id"].isna().any()
+    page = explorer._repr_mimebundle_()["text/html"]
+    assert 'class="ca-tree-box"' in page and "root main" in page
+
+
+def test_find_prefers_the_exact_path_then_steps_through_text_matches():
+    (root,) = to_frames(EXPORT, messages=False).roots
+    explorer = TraceExplorer(EXPORT, root)
+    assert explorer.texts[explorer.find("1.2")].path == "1.2"  # not 1.1.v... whose title or path contains "1.2" first
+    first = explorer.find("region")
+    second = explorer.find("region")  # find again: the next match after the one selected
+    assert first is not None and second is not None and first != second
+    assert explorer.visible.index(second) > explorer.visible.index(first) or second == explorer.visible[0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from cyber_agent.notebook import SCHEMAS, to_frames
+from cyber_agent.notebook.columns import FRAME_COLUMNS
 from cyber_agent.notebook.frames import frames_from_records
 from cyber_agent.notebook.records import TraceRecord
 
@@ -73,16 +74,19 @@ def test_verdicts_of_the_synthetic_tree(recursive_store):
     assert (row["criteria"], row["passed"], row["failed"], row["unknown"]) == (2, 1, 1, 0)
 
 
-def _doc_tables() -> dict[str, dict[str, str]]:
-    """`### frame` headed tables of the schema section: column -> dtype."""
+def _doc_tables() -> dict[str, list[tuple[str, str, str]]]:
+    """`### frame` headed tables of the schema section: (column, dtype, meaning) rows."""
     text = (REPO / "docs" / "notebook.md").read_text(encoding="utf-8")
     section = text.split("## Frame schemas", 1)[1].split("\n## ", 1)[0]
     tables = {}
     for name, body in re.findall(r"^### `(\w+)`\n(.*?)(?=^### |\Z)", section, re.M | re.S):
-        rows = re.findall(r"^\| `(\w+)` \| `([\w\[\], ]+)` \|", body, re.M)
-        tables[name] = dict(rows)
+        rows = re.findall(r"^\| `(\w+)` \| `([\w\[\], ]+)` \| ?(.*?) ?\|$", body, re.M)
+        tables[name] = [(column, dtype, meaning.strip()) for column, dtype, meaning in rows]
     return tables
 
 
-def test_docs_hold_one_schema_table_per_frame_matching_schemas():
-    assert _doc_tables() == SCHEMAS
+def test_docs_hold_one_schema_table_per_frame_equal_to_the_declarations():
+    # docs/notebook.md's tables are `FRAME_COLUMNS` row for row: name, dtype and meaning.
+    assert _doc_tables() == {frame: [(c.name, c.dtype, c.meaning) for c in columns]
+                             for frame, columns in FRAME_COLUMNS.items()}
+    assert {frame: {c.name: c.dtype for c in columns} for frame, columns in FRAME_COLUMNS.items()} == SCHEMAS

@@ -155,3 +155,25 @@ def test_progress_outside_a_kernel_is_the_latest_snapshot(tmp_path):
     handle.wait(timeout=60)
     assert handle.progress() is handle.snapshot
     assert handle.snapshot.status == "completed"
+
+
+def test_a_tool_whose_result_came_first_is_not_shown_as_running():
+    # The runner yields the root's tool results before the poll reads its `tool_call_started` events.
+    store = InMemoryTraceStore()
+
+    async def run() -> tuple[ProgressSnapshot, ProgressSnapshot]:
+        await add_trace(store, ROOT, status="running")
+        tracker = ProgressTracker()
+        tracker.observe_trace(await store.get_trace(ROOT))
+        root = tracker.agents[ROOT]
+        tracker.observe_message(Message.create(trace_id=ROOT, role="tool", tool_call_id="c1", content="rows",
+                                               sequence=5))
+        for call, tool in (("c1", "read_file"), ("c2", "goal")):
+            tracker.observe_event(root, "progress", {"stage": "tool_call_started", "tool_call_id": call, "tool": tool})
+        both = tracker.snapshot()
+        tracker.observe_message(Message.create(trace_id=ROOT, role="tool", tool_call_id="c2", content="ok", sequence=6))
+        return both, tracker.snapshot()
+
+    one_left, none_left = asyncio.run(run())
+    assert one_left.current == ("main: goal",) and one_left.active[0].tool == "goal"
+    assert none_left.current == () and none_left.active[0].tool is None

@@ -1,5 +1,6 @@
-"""The SQLite store's frames read with SQL (`cyber_agent/notebook/sql_frames.py`) equal the records
-path's, column for column, on real runs and on awkward messages."""
+"""The SQL stores' frames, read as Arrow columns (`cyber_agent/trace/sql_store.py:SQLTraceStore.read_columns`),
+equal the records path's, column for column, on real runs and on awkward messages (every store:
+`test_columnar_frames.py`)."""
 
 from __future__ import annotations
 

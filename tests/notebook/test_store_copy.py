@@ -82,5 +82,5 @@ def test_stop_from_the_command_line_is_persisted(demo_tree: str, capsys: pytest.
     requests = open_store(demo_tree)
     import asyncio
 
-    assert asyncio.run(requests.get_stop_requests([root]))[root]["reason"] == "enough"
+    assert asyncio.run(requests.get_stop_requests([root]))[root].reason == "enough"
     assert main(["--store", demo_tree, "stop", "nope-1"]) == 2

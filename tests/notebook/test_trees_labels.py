@@ -141,4 +141,4 @@ def test_a_subtree_keeps_the_paths_of_the_whole_tree():
     assert sorted(d["path"] for _, d in part.nodes(data=True)) == ["1.2", "1.2.v1", "1.2.v2"]
     assert goal_graph(EXPORT, next(iter(whole.predecessors(explore))), sub_traces=True).nodes[explore]["path"] == "1.2"
     explorer = TraceExplorer(EXPORT, explore)
-    assert [label.replace("\u00a0", " ") for label, _ in explorer.tree.options][0] == "▾ 1.2 explore ✓ · region North"
+    assert [label.replace("\u00a0", " ") for label, _ in explorer.rows][0] == "▾ 1.2 explore ✓ · region North"

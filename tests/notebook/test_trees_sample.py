@@ -81,8 +81,41 @@ def test_a_directory_becomes_a_file_store(tmp_path):
     assert len(to_frames(tmp_path / "sample", messages=False).traces) == written.traces == 12
 
 
-@pytest.mark.parametrize(("kwargs", "message"), [({"traces": 0}, "traces must be at least 1, got 0"),
-                                                 ({"max_depth": 7}, "max_depth must be from 1 to 6")])
-def test_bad_sizes_are_refused(kwargs, message):
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"traces": 0}, "traces must be an int of at least 1, got 0"),
+    ({"max_depth": 0}, "max_depth must be from 1 to 5, got 0"),
+    ({"max_depth": 6}, "max_depth must be from 1 to 5, got 6: .* longer than 220 characters"),
+    ({"traces": 128, "max_depth": 2}, "traces=128 does not fit in a tree 2 levels deep: .* at most 127 traces"),
+])
+def test_bad_sizes_are_refused_saying_why(kwargs, message):
     with pytest.raises(ValueError, match=message):
         write_sample_tree(InMemoryTraceStore(), **kwargs)
+
+
+def test_the_deepest_tree_the_ids_allow_is_written(sample):
+    """Depth 5: the validator of a depth-5 agent has the longest id that fits (a depth-6 one would not)."""
+    store = InMemoryTraceStore()
+    written = write_sample_tree(store, traces=1500, seed=2, max_depth=5)
+    traces = to_frames(store, messages=False).traces
+    assert written.traces == len(traces) == 1500 and written.depth == 5 == int(traces.loc[~traces["is_validator"], "depth"].max())
+    assert traces["trace_id"].str.len().max() <= 220
+
+
+@pytest.mark.parametrize(("traces", "max_depth"), [(120, 2), (300, 3), (300, 5)])
+def test_it_writes_exactly_what_is_asked_with_at_most_six_children_per_agent(traces, max_depth):
+    """A shallow tree must be filled up past the shape first drawn: still exactly `traces`, within the recursive quota."""
+    store = InMemoryTraceStore()
+    written = write_sample_tree(store, traces=traces, seed=5, max_depth=max_depth)
+    frame = to_frames(store, messages=False).traces
+    assert written.traces == len(frame) == traces and written.depth <= max_depth
+    agents = frame[~frame["is_validator"]]
+    children = agents["parent_trace_id"].value_counts()
+    assert children.max() <= 6, children.head()
+    per_agent = frame[frame["is_validator"]]["parent_trace_id"].value_counts()
+    assert per_agent.max() <= 2
+
+
+def test_a_seed_whose_tree_cannot_hold_the_traces_says_so():
+    """127 traces at depth 2 needs every agent completed and judged twice: this seed's draw holds fewer."""
+    with pytest.raises(ValueError, match=r"traces=127: seed 5 draws a tree of at most \d+ traces at max_depth=2"):
+        write_sample_tree(InMemoryTraceStore(), traces=127, seed=5, max_depth=2)

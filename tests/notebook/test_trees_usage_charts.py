@@ -38,8 +38,13 @@ def test_eight_hundred_agents_give_the_top_ones_and_one_others_bar():
     assert len(names) == 26 and names[-1] == "others (769 agents)"
     assert fig.get_size_inches()[1] < 10  # not 18,000 pixels
     bars = _bars(fig)
-    total = sum(bar.get_width() for bar in bars)  # prompt and completion bars, the others included
-    assert total == pytest.approx(float(frame["total_tokens"].sum()))
+    kept_rows = frame.nlargest(25, "total_tokens")
+    drawn = sum(bar.get_width() for bar in bars if bar.get_facecolor()[:3] != (1.0, 1.0, 1.0))
+    widest = float(kept_rows["total_tokens"].max())
+    # The 25 bars at full length; the others bar (31 times the widest) cut at 1.4 times the widest, so they stay readable.
+    assert drawn == pytest.approx(float(kept_rows["total_tokens"].sum()) + 1.4 * widest)
+    others = float(frame["total_tokens"].sum() - kept_rows["total_tokens"].sum())
+    assert any(t.get_text().startswith(f"{others / 1e6:.1f}M tokens (bar cut)") for t in fig.axes[0].texts)
     kept = names[:-1]  # the 25 biggest (the last traces, e758 … e782), in frame order
     assert [name.strip("\u2007") for name in kept] == [f"{i % 10 + 1}.{i // 10 + 1} explore" for i in range(758, 783)]
     assert "25 biggest of 794 agents" in fig.axes[0].get_title(loc="left")
@@ -73,3 +78,13 @@ def test_usage_over_time_has_two_panels_and_no_twin_axis():
     assert [line.get_label() for line in tokens_ax.get_lines()] == ["tokens"]
     assert [line.get_label() for line in counts_ax.get_lines()] == ["LLM calls", "agents"]
     assert tokens_ax.get_shared_x_axes().joined(tokens_ax, counts_ax)
+
+
+def test_validators_are_counted_apart_from_agents():
+    frame = usage_frame(100)
+    frame.loc[frame.index[-40:], "role"] = "validator"
+    fig = plot_usage_by_agent(frame, top=10)
+    title = fig.axes[0].get_title(loc="left")
+    assert title.startswith("Usage by trace · the 10 biggest of 100 traces, tree order\n100 traces = 60 agents + 40 validators")
+    others = [t.get_text() for t in fig.axes[0].get_yticklabels()][-1]
+    assert others == "others (90 traces)" and "others: 60 agents + 30 validators" in title

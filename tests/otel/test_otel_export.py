@@ -128,8 +128,8 @@ async def test_token_sums_over_chat_spans_equal_the_trace_totals(tree, request):
     assert sum(s.attributes["gen_ai.usage.output_tokens"] for s in chats) == sum(t.total_completion_tokens for t in traces) > 0
     usage = await store.get_resource_usage(root)
     if usage is not None:  # the recursive tree's budget record counts the same tokens
-        assert sum(s.attributes["gen_ai.usage.input_tokens"] for s in chats) == usage["prompt_tokens"]
-        assert sum(s.attributes["gen_ai.usage.output_tokens"] for s in chats) == usage["completion_tokens"]
+        assert sum(s.attributes["gen_ai.usage.input_tokens"] for s in chats) == usage.prompt_tokens
+        assert sum(s.attributes["gen_ai.usage.output_tokens"] for s in chats) == usage.completion_tokens
 
 
 async def test_re_export_gives_identical_ids_and_times(recursive_tree):

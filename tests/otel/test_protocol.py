@@ -74,7 +74,7 @@ async def test_root_carries_anchor_budget_limits_and_usage(recursive_tree):
     usage = await store.get_resource_usage(root)
     trace = await store.get_trace(root)
     for key in ("agents", "llm_calls", "prompt_tokens", "completion_tokens", "total_tokens", "validation_tool_calls"):
-        assert span.attributes[f"cyber_agent.budget.used.{key}"] == usage[key]
+        assert span.attributes[f"cyber_agent.budget.used.{key}"] == getattr(usage, key)
     budget = trace.root_setup.resource_budget
     assert span.attributes["cyber_agent.budget.limit.max_llm_calls"] == budget.max_llm_calls
     assert span.attributes["cyber_agent.budget.limit.max_total_agents"] == budget.max_total_agents

@@ -155,12 +155,12 @@ def test_a_killed_recursive_run_reloads_whole(killed_runs, seed):
     if usage is None:
         assert state["assistant"] == 0, f"{where}: model answers persisted without a usage record"
     else:
-        assert usage["llm_calls"] >= state["assistant"], (
-            f"{where}: usage counts {usage['llm_calls']} LLM calls, the tree holds {state['assistant']} answers")
-        assert usage["agents"] >= state["business"], (
-            f"{where}: usage counts {usage['agents']} agents, the store holds {state['business']} business traces")
-        assert usage["total_tokens"] >= state["tokens"] and usage["cost_usd"] >= state["cost"] - 1e-9, (
-            f"{where}: usage books {usage['total_tokens']} tokens, the tree's answers used {state['tokens']}")
+        assert usage.llm_calls >= state["assistant"], (
+            f"{where}: usage counts {usage.llm_calls} LLM calls, the tree holds {state['assistant']} answers")
+        assert usage.agents >= state["business"], (
+            f"{where}: usage counts {usage.agents} agents, the store holds {state['business']} business traces")
+        assert usage.total_tokens >= state["tokens"] and usage.cost_usd >= state["cost"] - 1e-9, (
+            f"{where}: usage books {usage.total_tokens} tokens, the tree's answers used {state['tokens']}")
 
 
 @pytest.mark.parametrize("seed", SEEDS[::3])
@@ -200,6 +200,6 @@ def test_tokens_of_an_acknowledged_answer_are_booked(killed_runs, seed):
         return sum(m.prompt_tokens + m.completion_tokens for m in answers), sum(m.cost for m in answers), usage
 
     tokens, cost, usage = asyncio.run(spent_and_booked())
-    assert usage["total_tokens"] >= tokens and usage["cost_usd"] >= cost - 1e-12, (
-        f"killed right after answer {ANSWER_KILLS[seed]}: usage books {usage['total_tokens']} tokens, "
+    assert usage.total_tokens >= tokens and usage.cost_usd >= cost - 1e-12, (
+        f"killed right after answer {ANSWER_KILLS[seed]}: usage books {usage.total_tokens} tokens, "
         f"the persisted answers used {tokens}")

@@ -44,7 +44,7 @@ class YieldingStore(InMemoryTraceStore):
         await asyncio.sleep(0)
         return await super().update_trace(trace_id, **updates)
 
-    async def get_resource_usage(self, root_trace_id: str) -> dict[str, Any] | None:
+    async def get_resource_usage(self, root_trace_id: str) -> Any:
         await asyncio.sleep(0)
         return await super().get_resource_usage(root_trace_id)
 
@@ -93,15 +93,15 @@ def test_two_hundred_concurrent_batches_never_break_a_quota(tmp_path, monkeypatc
     monkeypatch.setenv("AGENT_MAX_LLM_CALLS", "100000")  # the agent quotas are under test, not the call budget
     store, root, outcomes = asyncio.run(_race(tmp_path))
 
-    async def snapshot() -> tuple[list[Trace], dict[str, Any]]:
-        return await store.list_traces(limit=None), await store.get_resource_usage(root.trace_id) or {}
+    async def snapshot() -> tuple[list[Trace], Any]:
+        return await store.list_traces(limit=None), await store.get_resource_usage(root.trace_id)
     traces, usage = asyncio.run(snapshot())
     business = [t for t in traces if t.trace_id == root.trace_id or t.lineage.created_by_tool == "agent"]
     children = Counter(t.parent_trace_id for t in business if t.parent_trace_id)
     assert max(children.values()) <= MAX_CHILDREN_PER_PARENT, children.most_common(3)
     for parent in business:
         assert int(parent.lineage.child_count) == children.get(parent.trace_id, 0), parent.trace_id
-    assert usage["agents"] == len(business) <= MAX_AGENTS
+    assert usage.agents == len(business) <= MAX_AGENTS
 
     created = {task_objective(t) for t in business}
     refusals = Counter()

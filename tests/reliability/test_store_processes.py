@@ -77,9 +77,9 @@ async def test_four_processes_never_exceed_one_shared_root_budget(tmp_path: Path
     assert usage is not None
     # 100 attempts each; exactly the limits were granted, every grant is in the record, no more.
     assert granted == {"agents": 9, "llm_calls": 60}, (granted, elapsed)
-    assert usage["agents"] == 1 + 2 * granted["agents"] <= 20
-    assert usage["llm_calls"] == granted["llm_calls"] <= 60
-    assert usage["total_tokens"] == 5 * 100 and usage["refusals"] == refused == 200 - 69
+    assert usage.agents == 1 + 2 * granted["agents"] <= 20
+    assert usage.llm_calls == granted["llm_calls"] <= 60
+    assert usage.total_tokens == 5 * 100 and usage.refusals == refused == 200 - 69
 
 
 async def test_a_stop_written_by_another_process_halts_the_whole_tree(tmp_path: Path) -> None:

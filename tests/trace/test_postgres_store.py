@@ -14,6 +14,7 @@ import pytest
 from cyber_agent.errors import ConfigurationError, StoreError, StoreUnavailableError
 from cyber_agent.trace import Goal, Message, Trace, open_store
 from cyber_agent.trace.store_url import store_url_of
+from cyber_agent.trace.budget_limits import ResourceUsage
 from tests import pg_server
 
 pytestmark = pytest.mark.skipif(not pg_server.available() and not pg_server.required(),
@@ -131,15 +132,15 @@ def test_workers_opening_a_new_schema_at_once_migrate_it_once(url: str) -> None:
 async def test_a_failed_write_rolls_back_everything_it_touched(url: str) -> None:
     store = PostgresTraceStore(url)
     trace_id = await _trace_with_messages(store, 1)
-    await store.replace_resource_usage(trace_id, {"llm_calls": 1})
+    await store.replace_resource_usage(trace_id, ResourceUsage(llm_calls=1))
     before = len(await store.get_events(trace_id))
 
-    def boom(current: dict | None) -> dict:
+    def boom(current: ResourceUsage | None) -> ResourceUsage:
         raise RuntimeError("budget step failed")
 
     with pytest.raises(RuntimeError):
         await store.update_resource_usage(trace_id, boom)
-    assert await store.get_resource_usage(trace_id) == {"llm_calls": 1}
+    assert (await store.get_resource_usage(trace_id)).llm_calls == 1
     assert len(await store.get_events(trace_id)) == before
     await store.add_message(Message.create(trace_id=trace_id, role="user", content="after"))
     assert (await store.require_trace(trace_id)).total_messages == 2

@@ -12,6 +12,7 @@ import pytest
 from cyber_agent.errors import StoreError
 from cyber_agent.trace import Message, SQLiteTraceStore, Trace
 from cyber_agent.trace.sqlite_schema import MIGRATIONS, SCHEMA_VERSION, migrate
+from cyber_agent.trace.budget_limits import ResourceUsage
 
 
 async def _trace_with_messages(store: SQLiteTraceStore, n: int = 3) -> str:
@@ -86,13 +87,13 @@ async def test_a_failed_write_rolls_back_everything_it_touched(tmp_path: Path) -
     trace_id = await _trace_with_messages(store, 1)
     before = store.connection().execute("SELECT count(*) FROM events").fetchone()
 
-    def boom(current: dict | None) -> dict:
+    def boom(current: ResourceUsage | None) -> ResourceUsage:
         raise RuntimeError("budget step failed")
 
-    await store.replace_resource_usage(trace_id, {"llm_calls": 1})
+    await store.replace_resource_usage(trace_id, ResourceUsage(llm_calls=1))
     with pytest.raises(RuntimeError):
         await store.update_resource_usage(trace_id, boom)
-    assert await store.get_resource_usage(trace_id) == {"llm_calls": 1}
+    assert (await store.get_resource_usage(trace_id)).llm_calls == 1
     assert store.connection().execute("SELECT count(*) FROM events").fetchone() == before
     assert not store.connection().in_transaction
     await store.add_message(Message.create(trace_id=trace_id, role="user", content="after"))

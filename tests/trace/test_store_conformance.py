@@ -7,6 +7,7 @@ through a fresh reader.
 from __future__ import annotations
 
 import asyncio
+import re
 import sys
 import threading
 from datetime import UTC, datetime, timedelta
@@ -16,6 +17,7 @@ from store_helpers import add_chain, assistant, user
 
 from cyber_agent.errors import (
     ConflictError,
+    CorruptRecordError,
     GoalError,
     GoalNotFoundError,
     InvalidUpdateError,
@@ -23,6 +25,10 @@ from cyber_agent.errors import (
     TraceNotFoundError,
 )
 from cyber_agent.trace import Goal, GoalTree, Trace, TraceStore
+from cyber_agent.trace.approval_records import ApprovalBatch, PendingCall
+from cyber_agent.trace.budget_limits import ResourceUsage
+from cyber_agent.trace.side_records import StopRequest, ToolApprovals
+from cyber_agent.trace.trace_filter import TraceFilter
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -145,20 +151,88 @@ async def test_list_traces_filters_mode_status_agent_type_and_uid(store):
     assert await listed(mode="agent", uid="a") == [ids[3]]
 
 
+async def test_a_typed_filter_lists_what_its_keywords_list(store, open_store):
+    """`TraceFilter` is the one declaration: the typed form, the keyword form and a mix agree."""
+    parent = (await _traces(store, [{"task": "root", "model": "demo", "context": {"agent_mode": "recursive"}}]))[0]
+    child = (await _traces(store, [{"parent_trace_id": parent, "model": "demo", "context": {"created_by_tool": "agent"}}]))[0]
+    other = (await _traces(store, [{"task": "other", "model": "openai:gpt-4o"}]))[0]
+    for reader in (store, open_store()):
+        typed = await reader.list_traces(TraceFilter(parent_trace_id=parent, created_by_tool="agent", limit=2))
+        keywords = await reader.list_traces(parent_trace_id=parent, created_by_tool="agent", limit=2)
+        assert [t.trace_id for t in typed] == [t.trace_id for t in keywords] == [child]
+        assert [t.trace_id for t in await reader.list_traces(TraceFilter(roots_only=True), model="demo")] == [parent]
+        assert [t.trace_id for t in await reader.list_traces(roots_only=True, limit=None)][:2] == [other, parent]
+        assert [t.trace_id for t in await reader.list_traces(agent_mode="recursive", limit=None)] == [parent]
+        since = (await reader.get_trace(child)).created_at
+        assert [t.trace_id for t in await reader.list_traces(since=since.replace(tzinfo=None), limit=None)] == [other, child]
+        report = await reader.list_traces_report(TraceFilter(model="openai:gpt-4o"))
+        assert [t.trace_id for t in report.traces] == [other]
+
+
+@pytest.mark.parametrize(("filters", "named"), [
+    ({"status": "done"}, "status='done'"), ({"limit": -1}, "limit=-1"), ({"since": "yesterday"}, "since='yesterday'"),
+    ({"agent_mode": "deep"}, "agent_mode='deep'"), ({"parent": "x"}, "unknown trace filter 'parent'"),
+])
+async def test_a_bad_filter_value_names_itself(store, filters, named):
+    with pytest.raises(InvalidUpdateError, match=re.escape(named)):
+        await store.list_traces(**filters)
+
+
 # ---- side records -----------------------------------------------------------------------
-@pytest.mark.parametrize("kind", ["resource_usage", "tool_approvals"])
-async def test_side_records_replace_whole_and_return_copies(store, open_store, trace_id, kind):
-    get, replace = getattr(store, f"get_{kind}"), getattr(store, f"replace_{kind}")
-    assert await get(trace_id) is None
-    await replace(trace_id, {"llm_calls": 3, "nested": {"a": [1, 2]}})
-    await replace(trace_id, {"llm_calls": 4})
-    got = await get(trace_id)
-    assert got == {"llm_calls": 4}
-    got["llm_calls"] = 99
-    assert await getattr(open_store(), f"get_{kind}")(trace_id) == {"llm_calls": 4}
-    with pytest.raises(InvalidUpdateError):
-        await replace(trace_id, {"bad": object()})
-    assert await get(trace_id) == {"llm_calls": 4}
+async def test_side_records_replace_whole_and_return_typed_copies(store, open_store, trace_id):
+    assert await store.get_resource_usage(trace_id) is None and await store.get_tool_approvals(trace_id) is None
+    await store.replace_resource_usage(trace_id, ResourceUsage(llm_calls=3, last_refusal="tokens"))
+    await store.replace_resource_usage(trace_id, ResourceUsage(llm_calls=4))  # whole: last_refusal is gone
+    got = await store.get_resource_usage(trace_id)
+    assert isinstance(got, ResourceUsage) and (got.llm_calls, got.last_refusal) == (4, None)
+    got.llm_calls = 99
+    assert (await open_store().get_resource_usage(trace_id)).llm_calls == 4
+    batch = ApprovalBatch(batch_id="b1", trace_id=trace_id, assistant_message_id=f"{trace_id}-0001",
+                          calls=[PendingCall(call_id="c1", name="bash_command", arguments={"command": "ls"})])
+    await store.replace_tool_approvals(trace_id, ToolApprovals(batches=[batch, batch.model_copy(update={"batch_id": "b2"})]))
+    await store.replace_tool_approvals(trace_id, {"batches": [batch.model_dump(mode="json")]})  # a mapping, as before
+    approvals = await store.get_tool_approvals(trace_id)
+    assert isinstance(approvals, ToolApprovals) and approvals.batches == [batch]
+    approvals.batches.clear()
+    assert (await open_store().get_tool_approvals(trace_id)).batches == [batch]
+    for replace in (store.replace_resource_usage, store.replace_tool_approvals):
+        with pytest.raises(InvalidUpdateError):
+            await replace(trace_id, {"bad": object()})
+    assert (await store.get_resource_usage(trace_id)).llm_calls == 4
+
+
+async def test_a_usage_step_gets_and_returns_the_typed_usage(store, open_store, trace_id):
+    assert await store.update_resource_usage(trace_id, lambda current: None) is None  # never written: nothing written
+    await store.replace_resource_usage(trace_id, ResourceUsage(llm_calls=1))
+    seen = []
+
+    def step(current):
+        seen.append(current)
+        return current.model_copy(update={"llm_calls": current.llm_calls + 1})
+    after = await store.update_resource_usage(trace_id, step)
+    assert isinstance(seen[0], ResourceUsage) and seen[0].llm_calls == 1 and after.llm_calls == 2
+    assert (await open_store().get_resource_usage(trace_id)).llm_calls == 2
+    with pytest.raises(InvalidUpdateError, match="llm_calls"):
+        await store.update_resource_usage(trace_id, lambda current: {**current.model_dump(mode="json"), "llm_calls": -1})
+    assert (await open_store().get_resource_usage(trace_id)).llm_calls == 2  # a bad step writes nothing
+
+
+async def test_an_incomplete_usage_record_fails_closed_for_every_reader(store, trace_id):
+    await store.replace_resource_usage(trace_id, {"llm_calls": 1})  # planted: a record cut short
+    with pytest.raises(CorruptRecordError, match="usage record lacks agents"):
+        await store.get_resource_usage(trace_id)
+    with pytest.raises(CorruptRecordError, match="resource_usage.json"):
+        await store.update_resource_usage(trace_id, lambda current: current)
+
+
+async def test_stop_requests_read_typed(store, open_store, trace_id):
+    assert await store.get_stop_requests([trace_id]) == {}
+    await store.request_stop(trace_id, "user pressed stop", subtree=False)
+    request = (await open_store().get_stop_requests([trace_id]))[trace_id]
+    assert isinstance(request, StopRequest) and (request.reason, request.subtree) == ("user pressed stop", False)
+    assert request.requested_at is not None
+    await store.clear_stop(trace_id)
+    assert await open_store().get_stop_requests([trace_id]) == {}
 
 
 # ---- goals ------------------------------------------------------------------------------

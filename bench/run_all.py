@@ -294,6 +294,8 @@ def rows_report(outcome: Outcome) -> list[Row]:
     return [_row("report", f"sweep report of {data['cells']} cells (frame {m['frame']:.2f} + shape {m['shape']:.2f} + "
                            f"report {m['report']:.2f} + chart {m['chart']:.2f} s)", f"{m['total']:.3f} s", None,
                  f"< {data['target_s']} s", data["met"])]
+
+
 @dataclass(frozen=True, kw_only=True)
 class ExtraBench:
     """A bench whose only rows in the table are its `issue_targets` (see bench/targets.py)."""
@@ -303,10 +305,13 @@ class ExtraBench:
     extra: tuple[str, ...] = ()
     timeout: float = 600
     timeout_quick: float = 300
+    takes_dir: bool = False
+    """Whether the script accepts `--dir` (passed on from run_all's own)."""
 
 
 EXTRA_BENCHES: tuple[ExtraBench, ...] = (
-    ExtraBench(key="sweeps", script="sweeps.py", extra=("--only", "asyncio,process,ray"), timeout=1800, timeout_quick=900),
+    ExtraBench(key="sweeps", script="sweeps.py", extra=("--only", "asyncio,process,ray"), timeout=1800, timeout_quick=900,
+               takes_dir=True),
     ExtraBench(key="import", script="notebook_import.py", timeout=600, timeout_quick=300),
     ExtraBench(key="frames", script="frames.py", timeout=900, timeout_quick=400),
 )
@@ -483,7 +488,7 @@ def main(argv: list[str] | None = None) -> int:
             bench("report", "sweep_report.py", [], 300 if args.quick else 900, rows_report)
         for extra in EXTRA_BENCHES:
             if extra.key in wanted:
-                bench(extra.key, extra.script, [*extra.extra, *(where if extra.key in ("frames", "sweeps") else [])],
+                bench(extra.key, extra.script, [*extra.extra, *(where if extra.takes_dir else [])],
                       extra.timeout_quick if args.quick else extra.timeout,
                       lambda o, k=extra.key: _missing(o, k) if o.status != "ok" else [])
     seconds = time.perf_counter() - started

@@ -3,6 +3,7 @@
     .venv/bin/python bench/tree_view.py                 # 1k, 10k, 100k forest; 3 reps (several minutes)
     .venv/bin/python bench/tree_view.py --quick         # 1k and 10k only, 1 rep
     .venv/bin/python bench/tree_view.py --no-browser    # kernel side only
+    .venv/bin/python bench/tree_view.py --no-forest     # 1k and 10k, 3 reps
     .venv/bin/python bench/tree_view.py --json out.json
 
 Trees come from `cyber_agent/notebook/sample_tree.py:awrite_sample_tree` (seeded) in an
@@ -135,10 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--roots", type=int, default=11, help="roots of the 100k forest")
     parser.add_argument("--no-browser", action="store_true", help="skip the Chromium first paint")
+    parser.add_argument("--no-forest", action="store_true", help="skip the 100k forest (its store takes minutes to write)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     reps = 1 if args.quick else args.reps
-    sizes = [(1_000, 1), (10_000, 1)] + ([] if args.quick else [(100_000, args.roots)])
+    sizes = [(1_000, 1), (10_000, 1)] + ([] if args.quick or args.no_forest else [(100_000, args.roots)])
     results = []
     for traces, roots in sizes:
         row = measure(traces, roots, reps, not args.no_browser)

@@ -7,15 +7,14 @@ to its share of `concurrency` (`shares`: `concurrency // workers`, one more for 
 `concurrency % workers`) through the asyncio engine's own unit of work
 (`cyber_agent/experiments/engine.py:run_attempts`) under the engine's slots (`cell_slots`).
 
-The driver hands cells out one at a time as a worker's slot frees (a slow worker gets fewer),
-counts what comes back for progress, and reads the final ledger from the store: every record
-is written by the worker that ran the cell; only a cell's counts travel back. A worker's
-limiters see only its own cells: a policy that caps a provider explicitly is split between
-the workers (`LimitPolicy.divided`).
+Once every worker is ready, the driver hands cells out one at a time as a worker's slot frees
+(a slow worker gets fewer), counts what comes back for progress, and reads the final ledger
+from the store: every record is written by the worker that ran the cell; only a cell's counts
+travel back. A worker's limiters see only its own cells: a policy that caps a provider
+explicitly is split between the workers (`LimitPolicy.divided`).
 
 - `process`: `multiprocessing` processes (spawned, not forked: the driver may hold threads and
-  a running loop, as a notebook does), one duplex pipe each; a reader thread on each side hands
-  messages to its event loop.
+  a running loop, as a notebook does), one duplex pipe each, watched by each side's event loop.
 - `ray`: one async Ray actor per worker (`max_concurrency` = its share); Ray places them.
 
 A worker that dies fails the run with a `RunError` (finished cells are in the store; a re-run
@@ -139,13 +138,60 @@ def _portable(exc: BaseException) -> BaseException:
 # ---- the process pool ---------------------------------------------------------------------------------------------
 
 
+def _watch(conn: Connection, on_message: Callable[[Any], None], on_end: Callable[[], None]) -> Callable[[], None]:
+    """Hand every message arriving on `conn` to `on_message` on this loop, then `on_end` once the pipe closes.
+
+    The loop watches the pipe itself (`add_reader`): a reader thread would wait for the GIL behind
+    the busy loop at every message (up to the 5 ms switch interval, each way, per cell). Where the
+    loop cannot watch a pipe (Windows' proactor loop) a thread reads it. Returns a stop function.
+    """
+    loop = asyncio.get_running_loop()
+
+    def readable() -> None:
+        try:
+            while conn.poll():
+                on_message(conn.recv())
+        except (EOFError, OSError):
+            loop.remove_reader(conn.fileno())
+            on_end()
+
+    try:
+        loop.add_reader(conn.fileno(), readable)
+    except NotImplementedError:
+        def read() -> None:
+            while True:
+                try:
+                    message = conn.recv()
+                except (EOFError, OSError):
+                    _call_soon(loop, on_end)
+                    return
+                _call_soon(loop, on_message, message)
+
+        threading.Thread(target=read, name="sweep-pipe", daemon=True).start()
+        return lambda: None
+    return lambda: _remove_reader(loop, conn)
+
+
+def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[..., None], *args: Any) -> None:
+    try:
+        loop.call_soon_threadsafe(callback, *args)
+    except RuntimeError:  # the loop has closed: nobody waits for this any more
+        pass
+
+
+def _remove_reader(loop: asyncio.AbstractEventLoop, conn: Connection) -> None:
+    try:
+        loop.remove_reader(conn.fileno())
+    except (OSError, ValueError):  # already closed
+        pass
+
+
 def _process_main(conn: Connection, setup: WorkerSetup) -> None:
     """A worker process: serve cells from the pipe until the driver says stop or goes away."""
     asyncio.run(_serve(conn, setup))
 
 
 async def _serve(conn: Connection, setup: WorkerSetup) -> None:
-    loop = asyncio.get_running_loop()
     try:
         worker = _CellWorker(setup)
     except Exception as exc:  # noqa: BLE001 - sent to the driver, which raises it
@@ -153,18 +199,7 @@ async def _serve(conn: Connection, setup: WorkerSetup) -> None:
         return
     conn.send(("ready", None))
     inbox: asyncio.Queue[tuple[int, CellJob] | None] = asyncio.Queue()
-
-    def read() -> None:
-        while True:
-            try:
-                message = conn.recv()
-            except (EOFError, OSError):  # the driver is gone
-                message = None
-            loop.call_soon_threadsafe(inbox.put_nowait, message)
-            if message is None:
-                return
-
-    threading.Thread(target=read, name="sweep-worker-inbox", daemon=True).start()
+    stop_watching = _watch(conn, inbox.put_nowait, lambda: inbox.put_nowait(None))  # None: stop, or the driver is gone
 
     async def one(ticket: int, job: CellJob) -> None:
         try:
@@ -179,6 +214,7 @@ async def _serve(conn: Connection, setup: WorkerSetup) -> None:
             while (message := await inbox.get()) is not None:
                 group.create_task(one(*message))
     finally:
+        stop_watching()
         await worker.close()
         conn.send(("closed", None))  # the store is flushed: the driver need not wait for the interpreter's exit
         conn.close()
@@ -207,23 +243,7 @@ class _ProcessWorker:
         self._ready: asyncio.Future[None] = self._loop.create_future()
         self._closed: asyncio.Future[None] = self._loop.create_future()
         self._dead: BaseException | None = None
-        self._reader = threading.Thread(target=self._read, name=f"sweep-driver-{number}", daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        while True:
-            try:
-                kind, body = self._conn.recv()
-            except (EOFError, OSError):
-                self._tell(self._died)
-                return
-            self._tell(self._deliver, kind, body)
-
-    def _tell(self, callback: Callable[..., None], *args: Any) -> None:
-        try:
-            self._loop.call_soon_threadsafe(callback, *args)
-        except RuntimeError:  # the driver's loop has closed: nobody waits for this any more
-            pass
+        self._stop_watching = _watch(self._conn, lambda message: self._deliver(*message), self._died)
 
     def _deliver(self, kind: str, body: Any) -> None:
         if kind == "ready":
@@ -277,7 +297,7 @@ class _ProcessWorker:
         if self._process.is_alive():
             self._process.terminate()
             await asyncio.to_thread(self._process.join, 10.0)
-        await asyncio.to_thread(self._reader.join, 10.0)  # it sees the end of the pipe once the process is gone
+        self._stop_watching()
         self._conn.close()
 
 
@@ -338,7 +358,6 @@ async def _drive(remotes: list[_Remote], lanes: list[int], todo: list[CellStatus
     queue = deque(todo)
 
     async def lane(remote: _Remote) -> None:
-        await remote.ready()
         while queue:
             status = queue.popleft()
             tracker.start()
@@ -347,6 +366,9 @@ async def _drive(remotes: list[_Remote], lanes: list[int], todo: list[CellStatus
             tracker.finish_counts(outcome.state, outcome.cost, outcome.tokens, outcome.errors, sweep.max_retries,
                                   status.errors)
 
+    # Every worker warm before the first cell: a worker still importing would compete for the cores
+    # with the cells of one already running (and a worker that cannot start fails the run at once).
+    await asyncio.gather(*(remote.ready() for remote in remotes))
     async with asyncio.TaskGroup() as group:
         for remote, count in zip(remotes, lanes):
             for _ in range(count):

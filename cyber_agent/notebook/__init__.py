@@ -32,7 +32,8 @@ if TYPE_CHECKING:
     from cyber_agent.notebook.records import TraceRecord, read_records
     from cyber_agent.notebook.stepper import ReportStepper
     from cyber_agent.notebook.store_view import ReadOnlyTraceStore
-    from cyber_agent.notebook.tree_view import TreeView, export_html
+    from cyber_agent.notebook.tree_view import TreeView, atree_view, export_html, tree_view_compare
+    from cyber_agent.notebook.tree_view_live import live_tree
     from cyber_agent.notebook.trees import draw_goal_tree, draw_trace_tree, draw_tree, goal_graph, tidy_tree_layout, trace_graph
 
 __all__ = [
@@ -52,6 +53,7 @@ __all__ = [
     "aexport_traces",
     "aload_runs",
     "ato_frames",
+    "atree_view",
     "budget_frame",
     "budget_table",
     "draw_goal_tree",
@@ -63,6 +65,7 @@ __all__ = [
     "goal_graph",
     "in_notebook",
     "launch",
+    "live_tree",
     "load_export",
     "load_runs",
     "plot_budget",
@@ -75,6 +78,7 @@ __all__ = [
     "tidy_tree_layout",
     "to_frames",
     "trace_graph",
+    "tree_view_compare",
     "usage_by_agent",
     "usage_over_time",
 ]
@@ -92,7 +96,8 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "cyber_agent.notebook.records": ("TraceRecord", "read_records",),
     "cyber_agent.notebook.stepper": ("ReportStepper",),
     "cyber_agent.notebook.store_view": ("ReadOnlyTraceStore",),
-    "cyber_agent.notebook.tree_view": ("TreeView", "export_html",),
+    "cyber_agent.notebook.tree_view": ("TreeView", "atree_view", "export_html", "tree_view_compare",),
+    "cyber_agent.notebook.tree_view_live": ("live_tree",),
     "cyber_agent.notebook.trees": ("draw_goal_tree", "draw_trace_tree", "draw_tree", "goal_graph", "tidy_tree_layout", "trace_graph",),
 }
 __getattr__, __dir__ = _lazy_exports(globals(), _LAZY)

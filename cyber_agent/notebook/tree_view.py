@@ -40,7 +40,7 @@ from cyber_agent.notebook.bridge import run_sync
 from cyber_agent.notebook.display import RichDisplay
 from cyber_agent.notebook.explorer_pages import Page, _brief, _messages, _report, _usage
 from cyber_agent.notebook import frame_rows, protocol_rows
-from cyber_agent.notebook.frames import SCHEMAS, TraceFrames
+from cyber_agent.notebook.frames import TraceFrames
 from cyber_agent.notebook.records import StoreSource, TraceRecord, open_source
 from cyber_agent.notebook.tree_labels import VERDICT_MARKS, TraceText, distinct_titles, trace_objective, trace_texts
 from cyber_agent.notebook.tree_view_js import TREE_CSS, TREE_JS
@@ -170,9 +170,9 @@ def _columns_from_records(records: Sequence[TraceRecord]) -> _Columns:
         validations = protocol.get("validations") if isinstance(protocol, dict) else None
         if validations:
             for number, validation in enumerate(validations):
-                if not isinstance(validation, Mapping) or not isinstance(validation.get("verdict"), str):
+                verdict = validation.get("verdict") if isinstance(validation, dict) else None
+                if not isinstance(verdict, str):
                     continue
-                verdict = validation["verdict"]
                 validator = validation.get("validator_trace_id")
                 if isinstance(validator, str):
                     own.setdefault(validator, verdict)
@@ -293,10 +293,22 @@ def _pages(traces: Sequence[Any], reports: Sequence[Any], goals_rows: Sequence[A
 def _record_tables(records: Sequence[TraceRecord]) -> tuple[list[Any], list[Any], list[Any], list[Any]]:
     """Trace, report, goal and validation rows of `records` (the frames' columns, without pandas)."""
     index = frame_rows.TreeIndex(records)
-    return (_rows(frame_rows.trace_rows(records, index, list(SCHEMAS["traces"]))),
-            _rows(protocol_rows.report_rows(records, index, list(SCHEMAS["reports"]))),
-            _rows(frame_rows.goal_rows(records, list(SCHEMAS["goals"]))),
-            _rows(protocol_rows.validation_rows(records, list(SCHEMAS["validations"]))))
+    return (_rows(frame_rows.trace_rows(records, index, _PAGE_COLUMNS["traces"])),
+            _rows(protocol_rows.report_rows(records, index, _PAGE_COLUMNS["reports"])),
+            _rows(frame_rows.goal_rows(records, _PAGE_COLUMNS["goals"])),
+            _rows(protocol_rows.validation_rows(records, _PAGE_COLUMNS["validations"])))
+
+
+_PAGE_COLUMNS: dict[str, list[str]] = {  # what a page reads of each frame's rows (`_page`, explorer_pages' helpers)
+    "traces": ["trace_id", "role", "status", "error_message", "task", "result_summary", "total_tokens",
+               "total_prompt_tokens", "total_completion_tokens", "total_cost", "total_messages", "duration_seconds",
+               "model"],
+    "reports": ["trace_id", "brief", "outcome", "summary", "outputs", "evidence", "open_issues", "review_decision",
+                "review_feedback"],
+    "goals": ["trace_id", "goal_id", "depth", "position", "description", "status", "n_sub_traces", "summary"],
+    "validations": ["trace_id", "validator_trace_id", "validation_index", "scope", "verdict", "criterion",
+                    "criterion_verdict", "criterion_evidence"],
+}
 
 
 async def _read(store: TraceReader, roots: Sequence[str]) -> list[TraceRecord]:

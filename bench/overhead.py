@@ -18,7 +18,10 @@ declared inline runs. `--statements` also counts the SQLite store's statements a
 per step (`set_trace_callback` on the run's connection).
 
 The baseline is LangGraph's `create_react_agent` without a checkpointer (pure in-memory state);
-`--memorysaver` adds LangGraph with `MemorySaver`, the closer analogue of a persisting store.
+`--memorysaver` adds LangGraph with `MemorySaver`, the closer analogue of a persisting store, and
+LangGraph with its own SQLite checkpointer (`AsyncSqliteSaver`, package `langgraph-checkpoint-sqlite`)
+runs by default as the SQLite store's issue-34 baseline (`--no-sqlitesaver` leaves it out). The
+JSON's `issue_targets` holds the `34.fixed.*` rows `bench/run_all.py` prints (`bench/targets.py`).
 The cyber_agent runs are checked (status completed, N tool results with the right sums, the
 file store's trace readable from disk) so a broken loop cannot pass for a fast one. The file
 store's directories are deleted only when the bench ends: mass deletes between runs slow the
@@ -32,6 +35,7 @@ import asyncio
 import cProfile
 import gc
 import importlib.metadata
+import inspect
 import json
 import os
 import platform
@@ -149,7 +153,10 @@ def cyber_agent_case(store: str, *, tmp_root: str, scripted: bool = False, url: 
 
     async def run(steps: int) -> Sample:
         registry = ToolRegistry()
-        registry.register(add, inline=inline)
+        if inline and "inline" in inspect.signature(registry.register).parameters:
+            registry.register(add, inline=True)
+        else:  # not inline, or a checkout from before `ToolSpec.inline` (run as "before"): a worker thread
+            registry.register(add)
         model: _ToolThenAnswer | _TimedScriptedModel = _TimedScriptedModel(steps) if scripted else _ToolThenAnswer(steps)
         # Kept until the bench ends: deleting thousands of files between runs makes the next
         # run's file creations slow on some filesystems (online discard), which is not the store's cost.
@@ -234,8 +241,14 @@ def pydantic_ai_case() -> RunOnce:
 
 
 # ---- LangGraph ----------------------------------------------------------------------------
-def langgraph_case(*, memory_saver: bool) -> RunOnce:
-    """Time create_react_agent(...).ainvoke on a chat model that makes one tool call per step."""
+def langgraph_case(*, memory_saver: bool, sqlite_root: str | None = None) -> RunOnce:
+    """Time create_react_agent(...).ainvoke on a chat model that makes one tool call per step.
+
+    With `sqlite_root`, the graph checkpoints into LangGraph's own SQLite saver (a fresh database
+    under that folder per run, opened outside the clock): the peer of cyber_agent's SQLite store.
+    """
+    if sqlite_root is not None:
+        from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
     from langchain_core.language_models.chat_models import BaseChatModel
     from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
     from langchain_core.outputs import ChatGeneration, ChatResult
@@ -273,15 +286,25 @@ def langgraph_case(*, memory_saver: bool) -> RunOnce:
 
     async def run(steps: int) -> Sample:
         model = ToolThenAnswerChat(steps=steps)
-        with warnings.catch_warnings():
-            # Deprecated in LangGraph 1.0 in favour of langchain.agents.create_agent, which the
-            # bench extra does not install; the prebuilt agent is still the documented baseline.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            graph = create_react_agent(model, [add], checkpointer=MemorySaver() if memory_saver else None)
         config = {"recursion_limit": 2 * steps + 10, "configurable": {"thread_id": "bench"}}
-        started = time.perf_counter()
-        state = await graph.ainvoke({"messages": [("user", TASK)]}, config)
-        seconds = time.perf_counter() - started
+        if sqlite_root is not None:
+            path = str(Path(tempfile.mkdtemp(dir=sqlite_root, prefix="langgraph-")) / "checkpoints.db")
+            async with AsyncSqliteSaver.from_conn_string(path) as saver:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", DeprecationWarning)
+                    graph = create_react_agent(model, [add], checkpointer=saver)
+                started = time.perf_counter()
+                state = await graph.ainvoke({"messages": [("user", TASK)]}, config)
+                seconds = time.perf_counter() - started
+        else:
+            with warnings.catch_warnings():
+                # Deprecated in LangGraph 1.0 in favour of langchain.agents.create_agent, which the
+                # bench extra does not install; the prebuilt agent is still the documented baseline.
+                warnings.simplefilter("ignore", DeprecationWarning)
+                graph = create_react_agent(model, [add], checkpointer=MemorySaver() if memory_saver else None)
+            started = time.perf_counter()
+            state = await graph.ainvoke({"messages": [("user", TASK)]}, config)
+            seconds = time.perf_counter() - started
         tools = [m for m in state["messages"] if isinstance(m, ToolMessage)]
         if state["messages"][-1].content != ANSWER or len(tools) != steps or tools[-1].content != str(steps):
             raise AssertionError(f"langgraph run: {len(tools)} tool messages, last {state['messages'][-1].content!r}")
@@ -313,6 +336,8 @@ def build_cases(args: argparse.Namespace, tmp_root: str) -> list[Case]:
     ]
     if args.memorysaver:
         peers.append(("langgraph", "MemorySaver", lambda: langgraph_case(memory_saver=True)))
+    if not args.no_sqlitesaver:
+        peers.append(("langgraph", "SqliteSaver", lambda: langgraph_case(memory_saver=False, sqlite_root=tmp_root)))
     for framework, store, factory in peers:
         try:
             cases.append(Case(framework=framework, store=store, run=factory()))
@@ -426,6 +451,35 @@ def results(cases: list[Case], steps: Sequence[int]) -> tuple[list[dict[str, Any
                         "met": None if value is None else value <= FLATNESS_LIMIT,
                         "marginal_us_per_step": _marginal(case, low, high) if case else None})
     return rows, targets
+
+
+ISSUE_34 = (("memory", "none", 0.1), ("file", "none", 0.5), ("sqlite", "SqliteSaver", 0.25))
+"""Issue 34's per-run targets: (store, LangGraph baseline store, limit); SQLite is judged against
+LangGraph with its own SQLite checkpointer (the issue's baseline), its ratio to LangGraph in
+memory reported beside it."""
+
+
+def issue_targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows of `bench/targets.py:ISSUE_34` (`34.fixed.*`) for `bench/run_all.py`'s issue table."""
+    from targets import target  # bench/targets.py, beside this file
+
+    by_key = {(r["framework"], r["store"], r["n"]): r for r in rows}
+    out = []
+    for store, base, limit in ISSUE_34:
+        for n in (10, 400):
+            ours, peer = by_key.get(("cyber_agent", store, n)), by_key.get(("langgraph", base, n))
+            if not ours or ours["median_us_per_step"] is None or not peer or not peer["median_us_per_step"]:
+                continue
+            ratio = ours["median_us_per_step"] / peer["median_us_per_step"]
+            memory_peer = by_key.get(("langgraph", "none", n)) or {}
+            note = (f"vs LangGraph in memory: {ours['ratio_vs_langgraph']:.3f}x"
+                    if base != "none" and ours.get("ratio_vs_langgraph") is not None and memory_peer else "")
+            out.append(target(f"34.fixed.{store}_n{n}", after=ours["median_us_per_step"], unit="us/step",
+                              limit=f"<= {limit}x", met=ratio <= limit, floor=peer["median_us_per_step"],
+                              floor_name=f"LangGraph ({'in memory' if base == 'none' else base}) us/step",
+                              ratio=ratio, ratio_of="cyber_agent step / LangGraph step, same N, same run",
+                              note=note))
+    return out
 
 
 def _marginal(case: Case, low: int, high: int) -> float | None:
@@ -556,6 +610,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store-url", metavar="URL",
                         help="add cyber_agent on the store this URL opens (e.g. postgresql://...; see open_store)")
     parser.add_argument("--memorysaver", action="store_true", help="add LangGraph with MemorySaver (slow at N=400)")
+    parser.add_argument("--no-sqlitesaver", action="store_true",
+                        help="leave out LangGraph with its SQLite checkpointer (the SQLite store's issue-34 baseline)")
     parser.add_argument("--scripted-model", action="store_true",
                         help="add cyber_agent driven by the library's ScriptedModel, to show the fake's own cost")
     parser.add_argument("--profile", choices=("memory", "file"),
@@ -583,10 +639,13 @@ def main(argv: list[str] | None = None) -> int:
     print("\nSQLite store, one run per N (untimed): " + "; ".join(
         f"N={s['n']}: {s['statements_per_step']:.1f} statements and {s['transactions_per_step']:.2f} transactions per step"
         for s in statements))
+    for row in issue_targets(rows):
+        print(f"  issue 34 {row['id']}: {row['ratio']:.3f} of {row['floor_name']} (limit {row['limit']}) "
+              f"{'MET' if row['met'] else 'NOT MET'}{'  (' + row['note'] + ')' if row['note'] else ''}")
     print(f"\n(bench took {time.perf_counter() - started:.0f}s; load average now {os.getloadavg()[0]:.2f})")
     if args.json:
         env["load_average_1m_at_end"] = os.getloadavg()[0]
-        payload = {"bench": "overhead", "schema": 1, "environment": env,
+        payload = {"bench": "overhead", "schema": 1, "environment": env, "issue_targets": issue_targets(rows),
                    "config": {"steps": steps, "repeats": repeats, "rounds_run": rounds, "budget_s": args.budget,
                               "dir": args.dir, "baseline": list(BASELINE)},
                    "results": rows, "targets": targets, "sqlite_statements": statements}

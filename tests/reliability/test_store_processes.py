@@ -116,7 +116,10 @@ async def test_a_writer_killed_at_any_moment_loses_no_acknowledged_message(tmp_p
         first = proc.stdout.readline()
         time.sleep(delay)
         os.kill(proc.pid, signal.SIGKILL)
-        rest, _ = proc.communicate()
+        # read() from the same buffered reader: readline() may have buffered lines after the first,
+        # which communicate() (reading the raw pipe) would skip, leaving a line cut at its start.
+        rest = proc.stdout.read()
+        proc.communicate()
         assert proc.returncode == -signal.SIGKILL
         lines = [first, *rest.splitlines(keepends=True)]
         acknowledged += [json.loads(line)["id"] for line in lines if line.endswith(b"\n")]

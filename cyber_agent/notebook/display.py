@@ -53,6 +53,29 @@ class RichDisplay:
             print(self.to_text())
 
 
+class UpdatingDisplay(RichDisplay):
+    """Mixin: every output showing the object moves with it (by display id), so a saved notebook keeps its last state.
+
+    A subclass calls `_changed()` after its state moves (`next()`, `find()`, ...).
+    """
+
+    _displays: list[Any]
+    """IPython DisplayHandles of the outputs showing this object (set by the subclass's `__init__`)."""
+
+    def _changed(self) -> None:
+        """Show the new state in every output displaying this object."""
+        if self._displays:
+            bundle = self._repr_mimebundle_()
+            for shown in self._displays:
+                shown.update(bundle, raw=True)
+
+    def _ipython_display_(self) -> None:
+        from IPython.display import display
+
+        # A display id, so code that moves the object later moves the output above too.
+        self._displays.append(display(self._repr_mimebundle_(), raw=True, display_id=True))
+
+
 def html_table(rows: Iterable[Sequence[object]], header: Sequence[str] | None = None, *, caption: str | None = None) -> str:
     """Return a small escaped HTML table (cells padded, so columns never run together)."""
     parts = ['<table class="cyber-agent">']

@@ -26,7 +26,7 @@ from typing import Any
 
 from cyber_agent.errors import TraceNotFoundError
 from cyber_agent.notebook.bridge import run_sync
-from cyber_agent.notebook.display import RichDisplay
+from cyber_agent.notebook.display import UpdatingDisplay
 from cyber_agent.notebook.explorer_pages import Page, trace_page
 from cyber_agent.notebook.frames import TraceFrames
 from cyber_agent.notebook.records import StoreSource, open_source
@@ -41,7 +41,7 @@ __all__ = ["TraceExplorer"]
 _INDENT = "\u00a0\u00a0\u00a0"  # no-break spaces: HTML keeps them, plain spaces collapse
 
 
-class TraceExplorer(RichDisplay):
+class TraceExplorer(UpdatingDisplay):
     """The tree of `root_trace_id` as expandable rows, the selected trace's page, shown as the tree view and that page."""
 
     @gc_paused()  # thousands of rows and dicts: see cyber_agent/trace/bulk.py
@@ -263,14 +263,3 @@ class TraceExplorer(RichDisplay):
                 f'<details class="cyber-agent-explorer-static"><summary>{len(self.rows)} rows as opened from Python'
                 f'</summary><div style="font-family:monospace;white-space:pre">{rows}</div></details></div>')
 
-    def _changed(self) -> None:
-        """Show the new state in every output displaying this explorer (by display id: the saved notebook keeps it)."""
-        if self._displays:
-            bundle = self._repr_mimebundle_()
-            for shown in self._displays:
-                shown.update(bundle, raw=True)
-
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        self._displays.append(display(self._repr_mimebundle_(), raw=True, display_id=True))

@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from cyber_agent.notebook.display import RichDisplay
+from cyber_agent.notebook.display import RichDisplay, UpdatingDisplay
 from cyber_agent.notebook.frames import TraceFrames, to_frames
 from cyber_agent.notebook.records import StoreSource
 from cyber_agent.notebook.stepper_js import STEPPER_CSS, STEPPER_JS
@@ -266,7 +266,7 @@ def protocol_items(frames: TraceFrames) -> list[StepItem]:
     return out
 
 
-class ReportStepper(RichDisplay):
+class ReportStepper(UpdatingDisplay):
     """Prev / slider / next over the protocol items of a tree, a trace picker and a verdict filter.
 
     The state is plain Python (`index`, `verdict`, moved by `go`, `next`, `prev`, `jump_to`,
@@ -378,18 +378,6 @@ class ReportStepper(RichDisplay):
         self._index = self.visible.index(shown) if shown in self.visible else 0
         self._changed()
 
-    def _changed(self) -> None:
-        """Show the new state in every output displaying this stepper (by display id: the saved notebook keeps it)."""
-        if self._displays:
-            bundle = self._repr_mimebundle_()
-            for shown in self._displays:
-                shown.update(bundle, raw=True)
-
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        # A display id, so code that moves the stepper later (`next()`, `jump_to`) moves the output above too.
-        self._displays.append(display(self._repr_mimebundle_(), raw=True, display_id=True))
 
     def _empty_text(self) -> str:
         return EMPTY if not self.items else f"no steps with verdict {self._verdict}"

@@ -5,6 +5,7 @@
     python bench/overhead.py --json out.json  # also write the results (read by the [proof] aggregation)
     python bench/overhead.py --dir /dev/shm   # put the file store on tmpfs: code cost without disk cost
     python bench/overhead.py --profile memory # profile cyber_agent runs at the largest N (or: file)
+    python bench/overhead.py --before main --pairs 3 --quick  # same-run before/after: alternating child runs
 
 Every framework runs the same agent: a zero-latency scripted model asks for one call of the
 sync tool `add(a, b)` per step for N steps, then answers "done". Per-step time is the wall time
@@ -51,7 +52,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# `--before REF` runs this script in child processes on another tree (`overhead_pairs.py:CODE_ENV`).
+sys.path.insert(0, os.environ.get("OVERHEAD_BENCH_CODE") or str(Path(__file__).resolve().parents[1]))
 
 from cyber_agent.core.config import RunConfig  # noqa: E402
 from cyber_agent.core.runner import AgentRunner, RunResult  # noqa: E402
@@ -540,7 +542,10 @@ def environment() -> dict[str, Any]:
                                     capture_output=True, text=True, timeout=10).stdout.strip())
     except (OSError, subprocess.SubprocessError):
         commit, dirty = None, None
+    import cyber_agent
+
     return {"python": platform.python_version(), "platform": platform.platform(), "cpus": os.cpu_count(),
+            "cyber_agent_from": str(Path(cyber_agent.__file__).resolve().parent.parent),
             "load_average_1m": os.getloadavg()[0], "git_commit": commit, "git_dirty": dirty,
             "packages": versions, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
 
@@ -618,7 +623,21 @@ def main(argv: list[str] | None = None) -> int:
                         help="profile cyber_agent runs at the largest N instead (pyinstrument if installed, else cProfile)")
     parser.add_argument("--top", type=int, default=25, help="cProfile: rows per listing (default 25)")
     parser.add_argument("--profile-out", metavar="PATH", help="also save the profile (pyinstrument: HTML; cProfile: pstats)")
+    parser.add_argument("--before", metavar="REF",
+                        help="also run the bench on the cyber_agent of git REF: alternating child processes, "
+                             "one before/after table (bench/overhead_pairs.py)")
+    parser.add_argument("--pairs", type=int, default=3, help="--before: (before, after) child runs (default 3)")
     args = parser.parse_args(argv)
+    if args.before:
+        from overhead_pairs import run_pairs  # bench/overhead_pairs.py, beside this file
+
+        child = [*(["--quick"] if args.quick else []), *(["--repeat", str(args.repeat)] if args.repeat else []),
+                 "--steps", args.steps, "--budget", str(args.budget), *(["--dir", args.dir] if args.dir else []),
+                 *(["--no-sqlitesaver"] if args.no_sqlitesaver else [])]
+        table = run_pairs(args.before, args.pairs, child)
+        if args.json:
+            Path(args.json).write_text(json.dumps({"bench": "overhead-pairs", "schema": 1, **table}, indent=1))
+        return 0
     steps = sorted({int(s) for s in args.steps.split(",")})
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench-overhead-") as tmp_root:
         if args.profile:

@@ -234,9 +234,10 @@ async def _create(services: RunServices, config: RunConfig, child: ChildSetup | 
     root_goal.status = "in_progress"
     tree.current_id = root_goal.id
     trace.current_goal_id = root_goal.id
-    await store.create_trace(trace)
-    await store.update_goal_tree(trace.trace_id, tree)
-    await store.append_event(trace.trace_id, "goal_added", {"goal": root_goal.model_dump(mode="json")})
+    await store.create_trace(trace, goal_tree=tree)  # the trace and its tree in one write
+    # A store that can writes the event with the system message (SQLite: in its transaction).
+    emit = getattr(store, "defer_event", None) or store.append_event
+    await emit(trace.trace_id, "goal_added", {"goal": root_goal.model_dump(mode="json")})
     if policy.is_recursive and config.parent_trace_id is None:
         await (await services.budget_for(trace)).initialize()
 

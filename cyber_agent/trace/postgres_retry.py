@@ -63,9 +63,9 @@ class RetriedWrites(SQLTraceStore):
         finally:
             write_deadline.reset(token)
 
-    async def create_trace(self, trace: Trace) -> str:
-        """Persist a new trace and an empty goal tree; return its id."""
-        return await self._retrying(lambda: SQLTraceStore.create_trace(self, trace))
+    async def create_trace(self, trace: Trace, *, goal_tree: GoalTree | None = None) -> str:
+        """Persist a new trace and its goal tree (empty when None) in one write; return its id."""
+        return await self._retrying(lambda: SQLTraceStore.create_trace(self, trace, goal_tree=goal_tree))
 
     async def update_trace(self, trace_id: str, **updates: Any) -> Trace:
         """Update trace fields; a status change appends `trace_status_changed`."""

@@ -99,8 +99,8 @@ class TraceReader(Protocol):
 class TraceStore(TraceReader, Protocol):
     """Persistence of traces, goal trees, messages, events, resource usage and approvals."""
 
-    async def create_trace(self, trace: Trace) -> str:
-        """Persist a new trace and an empty goal tree; return its id."""
+    async def create_trace(self, trace: Trace, *, goal_tree: GoalTree | None = None) -> str:
+        """Persist a new trace and its goal tree (empty when None) in one write; return its id."""
         ...
 
     async def update_trace(self, trace_id: str, **updates: Any) -> Trace:

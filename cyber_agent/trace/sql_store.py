@@ -293,9 +293,9 @@ class SQLTraceStore(BaseTraceStore):
             self._deferred.setdefault(trace_id, []).append(("exchange", text))
         return index
 
-    async def create_trace(self, trace: Trace) -> str:
+    async def create_trace(self, trace: Trace, *, goal_tree: GoalTree | None = None) -> str:
         """`BaseTraceStore.create_trace`; a new trace's exchange count is known (0) without a query."""
-        trace_id = await super().create_trace(trace)
+        trace_id = await super().create_trace(trace, goal_tree=goal_tree)
         self._exchange_next[trace_id] = 0
         return trace_id
 

@@ -85,6 +85,19 @@ class _Hot:
         self.generation = 0
 
 
+def _restated(tree: GoalTree, old: GoalTree) -> GoalTree:
+    """A checked copy of `tree` replacing `old`: stats stay the store's (self_stats kept by goal id, cumulative recomputed)."""
+    new = _copy(tree)
+    new.check_structure()
+    for goal in new.goals:
+        previous = old.find(goal.id)
+        goal.self_stats = previous.self_stats.model_copy() if previous else GoalStats()
+    new.recompute_cumulative()
+    new.stats_sequence = old.stats_sequence
+    new.next_id = max([new.next_id, old.next_id] + [int(g.id) + 1 for g in new.goals if g.id.isdigit()])
+    return new
+
+
 def _warn_damaged(entries: Sequence[DamagedEntry]) -> None:
     warn_damaged(entries, stacklevel=4)
 
@@ -329,17 +342,21 @@ class BaseTraceStore(BulkReads, SideRecordStore, ABC):
                     self._checkpoint(hot)
 
     # ---- traces -------------------------------------------------------------------------
-    async def create_trace(self, trace: Trace) -> str:
-        """Persist a new trace and an empty goal tree; return its id."""
+    async def create_trace(self, trace: Trace, *, goal_tree: GoalTree | None = None) -> str:
+        """Persist a new trace and its goal tree (empty when None) in one write; return its id.
+
+        `goal_tree` is stored as `update_goal_tree` right after the create would store it (stats
+        the store's, all zero), without a second write of the trace's records."""
         trace_id = validate_trace_id(trace.trace_id)
         nonzero = sorted(f for f in _TRACE_DERIVED | {"head_sequence"} if getattr(trace, f))
         if nonzero:
             raise InvalidUpdateError(f"a new trace has no messages; {nonzero} must be 0 (the store maintains them)")
         stored = Trace.model_validate_json(encode_json(trace, f"trace {trace_id!r}"))
+        empty = GoalTree(mission=stored.task)
+        tree = empty if goal_tree is None else _restated(goal_tree, empty)
         with self._lock(trace_id):
             if self._exists(trace_id):
                 raise ConflictError(f"trace {trace_id!r} already exists; continue it instead of creating it")
-            tree = GoalTree(mission=stored.task)
             self._create_record(stored, tree)
             self._hot[trace_id] = _Hot(stored, tree, 0)
         return trace_id
@@ -488,17 +505,8 @@ class BaseTraceStore(BulkReads, SideRecordStore, ABC):
     async def update_goal_tree(self, trace_id: str, tree: GoalTree) -> None:
         """Replace the goal tree; stats stay the store's (self_stats kept by goal id, cumulative recomputed)."""
         validate_trace_id(trace_id)
-        new = _copy(tree)
-        new.check_structure()
         with self._writing(trace_id) as hot:
-            old = hot.tree
-            for goal in new.goals:
-                previous = old.find(goal.id)
-                goal.self_stats = previous.self_stats.model_copy() if previous else GoalStats()
-            new.recompute_cumulative()
-            new.stats_sequence = old.stats_sequence
-            new.next_id = max([new.next_id, old.next_id] + [int(g.id) + 1 for g in new.goals if g.id.isdigit()])
-            self._commit_tree(hot, new)
+            self._commit_tree(hot, _restated(tree, hot.tree))
 
     async def add_goal(self, trace_id: str, goal: Goal) -> None:
         """Insert a goal (its stats start at zero) and append `goal_added`."""

@@ -105,8 +105,8 @@ async def test_a_validator_left_behind_keeps_its_id(monkeypatch):
     planted: list[str] = []
     create = store.create_trace
 
-    async def create_trace(trace: Trace) -> str:
-        created = await create(trace)
+    async def create_trace(trace: Trace, **kwargs: object) -> str:
+        created = await create(trace, **kwargs)
         if trace.lineage.created_by_tool == "agent":  # the child: plant a leftover on its first id
             leftover = Trace.create(trace_id=real(trace.trace_id, "validator", 1, now=fixed), task="left behind",
                                     parent_trace_id=trace.trace_id)

@@ -279,7 +279,9 @@ async def _run_tools(
 ) -> AsyncIterator[RunEvent | TurnOutcome]:
     refreshed = False
     try:
-        async for message in execute_calls(ctx, state, _plan(ctx, state, response.tool_calls), assistant_id=assistant_id):
+        # `_after_response` has just checked for a halt: the first call needs no second check.
+        plan = _plan(ctx, state, response.tool_calls)
+        async for message in execute_calls(ctx, state, plan, assistant_id=assistant_id, checked=True):
             yield message
             if message.tool_name in STATE_TOOLS:
                 refreshed = True
@@ -316,27 +318,34 @@ async def end_run(services: RunServices, state: RunState, outcome: Finish | Awai
         updates["result_summary"] = answer
     if error is not None:
         updates["error_message"] = error
-    if status == "completed" and state.root_goal_id is not None:
-        await _complete_root_goal(services, state, answer)
+    goal = await _root_goal_change(services, state, answer) if status == "completed" and state.root_goal_id else None
     if new_protocol is not None:
         updates["protocol"] = new_protocol
-    trace = await store.update_trace(trace_id, **updates)
-    if status == "completed":
-        await store.append_event(trace_id, "trace_completed", {"trace_id": trace_id, "total_messages": trace.total_messages})
+    finish = getattr(store, "end_trace", None)  # the built-in stores: the three writes below in one
+    trace: Trace
+    if finish is not None:
+        trace = await finish(trace_id, updates, goal=goal)
+    else:
+        if goal is not None:
+            await store.update_goal(trace_id, goal[0], **goal[1])
+        trace = await store.update_trace(trace_id, **updates)
+        if status == "completed":
+            await store.append_event(trace_id, "trace_completed", {"trace_id": trace_id, "total_messages": trace.total_messages})
     state.trace = trace
     return trace
 
 
-async def _complete_root_goal(services: RunServices, state: RunState, answer: str | None) -> None:
-    store, trace_id = services.store, state.trace.trace_id
-    tree = await store.get_goal_tree(trace_id)
+async def _root_goal_change(services: RunServices, state: RunState, answer: str | None) -> tuple[str, dict[str, Any]] | None:
+    """The change a completed run makes to its root goal (id, fields), or None."""
+    tree = await services.store.get_goal_tree(state.trace.trace_id)
     goal = tree.find(state.root_goal_id) if tree and state.root_goal_id else None
     first_line = _clip((answer or "").strip().splitlines()[0]) if (answer or "").strip() else ""
     if goal is not None and goal.status not in FINAL_GOAL_STATUSES:
-        await store.update_goal(trace_id, goal.id, status="completed", summary=first_line)
-    elif goal is not None and goal.status == "completed" and goal.summary != first_line:
+        return goal.id, {"status": "completed", "summary": first_line}
+    if goal is not None and goal.status == "completed" and goal.summary != first_line:
         # A revised run (review → revise) completes again: the goal shows the latest answer.
-        await store.update_goal(trace_id, goal.id, summary=first_line)
+        return goal.id, {"summary": first_line}
+    return None
 
 
 def _clip(text: str, limit: int = 300) -> str:

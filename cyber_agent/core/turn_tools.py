@@ -146,9 +146,12 @@ def tool_context(ctx: RunContext, prepared: RunState, call_id: str) -> ToolConte
     )
 
 
-async def execute_calls(ctx: RunContext, prepared: RunState, calls: ToolPlan, *, assistant_id: str) -> AsyncIterator[Message]:
+async def execute_calls(ctx: RunContext, prepared: RunState, calls: ToolPlan, *, assistant_id: str,
+                        checked: bool = False) -> AsyncIterator[Message]:
     """Run tool calls in order (a rejection reason instead of arguments skips the call), persisting each result.
 
+    The halt check runs before every call; `checked`: the caller has just made it, with nothing
+    awaited since, so the first call goes without a second one (one store read fewer per tool turn).
     Before a call runs, a `tool_call_started` progress event records it: after a crash, a call
     with that record and no result reads as `execution_unknown`, never as not run
     (`cyber_agent/core/open_calls.py`).
@@ -156,8 +159,8 @@ async def execute_calls(ctx: RunContext, prepared: RunState, calls: ToolPlan, *,
     services = ctx.services
     trace_id = prepared.trace.trace_id
     capped: str | None = None
-    for call, arguments, rejected in calls:
-        if await services.halt_reason(prepared) is not None:
+    for index, (call, arguments, rejected) in enumerate(calls):
+        if (index or not checked) and await services.halt_reason(prepared) is not None:
             return
         if rejected is None:
             # Caps apply per call: once one refuses, the rest of the batch is not run either and
@@ -184,7 +187,8 @@ async def execute_calls(ctx: RunContext, prepared: RunState, calls: ToolPlan, *,
             else:
                 await services.store.append_event(trace_id, "progress", started)
             outcome = await run_tool_call(
-                call.model_copy(update={"arguments": arguments}), registry=services.registry,
+                call if arguments is call.arguments else call.model_copy(update={"arguments": arguments}),
+                registry=services.registry,
                 allowed=prepared.allowed, context=tool_context(ctx, prepared, call.id),
             )
             content, is_error = outcome.result.content, outcome.result.is_error

@@ -37,14 +37,30 @@ _HEAD = b'{"messages":['
 _CONVERSATIONS = 4
 
 
+# The encoders `json.dumps(value, **options)` would build on every call, built once (same output).
+_dump = json.JSONEncoder(default=_default, ensure_ascii=False).encode
+_key_dump = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode
+_load = json.JSONDecoder().decode
+
+
 def _canonical(value: Any) -> Any:
     """What `canonical_request` makes of one value: a JSON round trip (models dumped, others as str)."""
-    return json.loads(json.dumps(value, default=_default, ensure_ascii=False))
+    if type(value) is str:  # a string's round trip is itself
+        return value
+    return _load(_dump(value))
 
 
 def _key_text(value: Any) -> str:
     """The sorted, compact dump `request_key` hashes."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return _key_dump(value)
+
+
+def _normalised_text(canon: Any, numbers: dict[str, str]) -> str:
+    """`_key_text(normalise_ids(canon, numbers))`, the walk skipped when the dump holds no id to number (the usual case)."""
+    text = _key_text(canon)
+    if "@" in text or _UUID.search(text):
+        text = _key_text(normalise_ids(canon, numbers))
+    return text
 
 
 class _Conversation:
@@ -118,10 +134,10 @@ class _Conversation:
         else:
             canon_tools = _canonical(tools or [])
         numbers = dict(self.numbers)  # model and tools come after every message: their ids are numbered last
-        text = (f'],"model":{_key_text(normalise_ids(_canonical(model), numbers))},'
-                f'"tools":{_key_text(normalise_ids(canon_tools, numbers))}}}')
+        model_text, tools_text = _normalised_text(_canonical(model), numbers), _normalised_text(canon_tools, numbers)
+        text = f'],"model":{model_text},"tools":{tools_text}}}'
         # Kept for the next call only when it holds no id (then it does not depend on the numbering).
-        stable = None if _UUID.search(model) or _UUID.search(json.dumps(canon_tools, ensure_ascii=False)) else text
+        stable = None if _UUID.search(model) or _UUID.search(tools_text) or "<id" in tools_text else text
         self.tools = (tools, canon_tools, stable, model)
         return canon_tools, text
 

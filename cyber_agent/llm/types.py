@@ -7,6 +7,7 @@ provider returned.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -33,6 +34,8 @@ def normalise_finish_reason(value: Any) -> FinishReason | None:
 
 DeltaCallback = Callable[[str], None]
 
+_dump_arguments = json.JSONEncoder(ensure_ascii=False).encode  # `json.dumps(..., ensure_ascii=False)`, built once
+
 
 class ToolCall(BaseModel):
     """One tool call requested by a model."""
@@ -55,9 +58,7 @@ class ToolCall(BaseModel):
 
     def to_openai(self) -> dict[str, Any]:
         """Render as an OpenAI chat-completions `tool_calls` entry."""
-        import json
-
-        args = self.raw_arguments if self.parse_error else json.dumps(self.arguments, ensure_ascii=False)
+        args = self.raw_arguments if self.parse_error else _dump_arguments(self.arguments)
         return {"id": self.id, "type": "function", "function": {"name": self.name, "arguments": args}}
 
 

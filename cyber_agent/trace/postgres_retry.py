@@ -67,6 +67,11 @@ class RetriedWrites(SQLTraceStore):
         """Persist a new trace and its goal tree (empty when None) in one write; return its id."""
         return await self._retrying(lambda: SQLTraceStore.create_trace(self, trace, goal_tree=goal_tree))
 
+    async def end_trace(self, trace_id: str, updates: Mapping[str, Any], *,
+                        goal: tuple[str, Mapping[str, Any]] | None = None) -> Trace:
+        """End a run's trace in one write (goal change, trace fields, `trace_completed`); see `BaseTraceStore.end_trace`."""
+        return await self._retrying(lambda: SQLTraceStore.end_trace(self, trace_id, updates, goal=goal))
+
     async def update_trace(self, trace_id: str, **updates: Any) -> Trace:
         """Update trace fields; a status change appends `trace_status_changed`."""
         return await self._retrying(lambda: SQLTraceStore.update_trace(self, trace_id, **updates))

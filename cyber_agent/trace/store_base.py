@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import threading
 import time
+from datetime import datetime
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
+from types import TracebackType
 from contextlib import contextmanager
 from typing import Any
 
@@ -85,6 +87,16 @@ class _Hot:
         self.generation = 0
 
 
+_SCALARS = frozenset({str, int, float, bool, type(None), datetime})
+"""Types of update values that are immutable: a stored record may hold them as given."""
+
+
+def _check_fields(updates: Mapping[str, Any], allowed: frozenset[str] | set[str], what: str) -> None:
+    bad = set(updates) - allowed
+    if bad:
+        raise InvalidUpdateError(f"cannot update {what} field(s) {sorted(bad)}; updatable: {sorted(allowed)}")
+
+
 def _restated(tree: GoalTree, old: GoalTree) -> GoalTree:
     """A checked copy of `tree` replacing `old`: stats stay the store's (self_stats kept by goal id, cumulative recomputed)."""
     new = _copy(tree)
@@ -100,6 +112,47 @@ def _restated(tree: GoalTree, old: GoalTree) -> GoalTree:
 
 def _warn_damaged(entries: Sequence[DamagedEntry]) -> None:
     warn_damaged(entries, stacklevel=4)
+
+
+class _WriteScope:
+    """`with store._writing(trace_id) as hot:` — a class, not a generator: a write's scope is on every hot path."""
+
+    __slots__ = ("lock", "store", "taken", "trace_id")
+
+    def __init__(self, store: BaseTraceStore, trace_id: str) -> None:
+        self.store = store
+        self.trace_id = trace_id
+        self.lock = store._lock(trace_id)
+        self.taken: list[Any] | None = None
+
+    def __enter__(self) -> _Hot:
+        self.lock.acquire()
+        try:
+            hot, self.taken = self.store._enter_write(self.trace_id)
+        except BaseException:
+            self.lock.release()
+            raise
+        return hot
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        try:
+            self.store._end_write(self.trace_id, kind is not None, self.taken)
+        finally:
+            self.lock.release()
+
+
+class _SideScope(_WriteScope):
+    """`with store._writing_side(trace_id):` — the live state left as it is."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> None:  # type: ignore[override]
+        self.lock.acquire()
+        try:
+            self.taken = self.store._enter_side(self.trace_id)
+        except BaseException:
+            self.lock.release()
+            raise
 
 
 class BaseTraceStore(BulkReads, SideRecordStore, ABC):
@@ -199,42 +252,42 @@ class BaseTraceStore(BulkReads, SideRecordStore, ABC):
     def _release_writer(self, trace_id: str, *, failed: bool) -> None:
         """Release what `_acquire_writer` took; `failed`: the write raised (a transactional store rolls back)."""
 
-    @contextmanager
-    def _writing(self, trace_id: str) -> Iterator[_Hot]:
+    def _writing(self, trace_id: str) -> _WriteScope:
         """Hold the trace's locks for one write; yield live state that matches the files."""
-        with self._lock(trace_id):
-            generation = self._acquire_writer(trace_id)
-            failed = True
-            taken: list[Any] | None = None
-            try:
-                hot = self._hot.get(trace_id)
-                if hot is not None and generation is not None and hot.generation != generation:
-                    del self._hot[trace_id]  # another writer changed the files: re-read them under the lock
-                hot = self._load_for_write(trace_id)
-                if generation is not None:
-                    hot.generation = generation + 1
-                taken = self._write_deferred(trace_id, hot)
-                yield hot
-                failed = False
-            finally:
-                self._end_write(trace_id, failed, taken)
+        return _WriteScope(self, trace_id)
 
-    @contextmanager
-    def _writing_side(self, trace_id: str) -> Iterator[None]:
+    def _writing_side(self, trace_id: str) -> _SideScope:
         """Hold the trace's locks for a write that leaves the live state as it is (a side record, a message rewrite)."""
-        with self._lock(trace_id):
-            generation = self._acquire_writer(trace_id)
-            failed = True
-            taken: list[Any] | None = None
-            try:
-                hot = self._hot.get(trace_id)
-                if hot is not None and generation is not None and hot.generation == generation:
-                    hot.generation = generation + 1
-                taken = self._write_deferred(trace_id, None)
-                yield
-                failed = False
-            finally:
-                self._end_write(trace_id, failed, taken)
+        return _SideScope(self, trace_id)
+
+    def _enter_write(self, trace_id: str) -> tuple[_Hot, list[Any] | None]:
+        """The start of a `_writing` scope, the trace's lock held: live state matching the files, deferred records written."""
+        generation = self._acquire_writer(trace_id)
+        taken: list[Any] | None = None
+        try:
+            hot = self._hot.get(trace_id)
+            if hot is not None and generation is not None and hot.generation != generation:
+                del self._hot[trace_id]  # another writer changed the files: re-read them under the lock
+            hot = self._load_for_write(trace_id)
+            if generation is not None:
+                hot.generation = generation + 1
+            taken = self._write_deferred(trace_id, hot)
+        except BaseException:
+            self._end_write(trace_id, True, taken)
+            raise
+        return hot, taken
+
+    def _enter_side(self, trace_id: str) -> list[Any] | None:
+        """The start of a `_writing_side` scope, the trace's lock held."""
+        generation = self._acquire_writer(trace_id)
+        try:
+            hot = self._hot.get(trace_id)
+            if hot is not None and generation is not None and hot.generation == generation:
+                hot.generation = generation + 1
+            return self._write_deferred(trace_id, None)
+        except BaseException:
+            self._end_write(trace_id, True, None)
+            raise
 
     def _end_write(self, trace_id: str, failed: bool, taken: list[Any] | None) -> None:
         """Release the writer; deferred records the write took go back when it did not commit."""
@@ -381,31 +434,54 @@ class BaseTraceStore(BulkReads, SideRecordStore, ABC):
     async def update_trace(self, trace_id: str, **updates: Any) -> Trace:
         """Update trace fields; a status change appends `trace_status_changed`."""
         validate_trace_id(trace_id)
-        bad = set(updates) - _TRACE_FIELDS
-        if bad:
-            raise InvalidUpdateError(f"cannot update trace field(s) {sorted(bad)}; updatable: {sorted(_TRACE_FIELDS)}")
+        _check_fields(updates, _TRACE_FIELDS, "trace")
         with self._writing(trace_id) as hot:
-            old = hot.trace
-            candidate = _assign(old, updates, f"trace {trace_id!r}")
-            if not 0 <= candidate.head_sequence <= old.total_messages:
-                raise InvalidUpdateError(f"head_sequence {candidate.head_sequence} is not a message of trace {trace_id!r} "
-                                         f"(it has {old.total_messages}; 0 means no message)")
-            if "updated_at" not in updates:
-                candidate.updated_at = utc_now()
-            if candidate.status != old.status and "completed_at" not in updates:
-                candidate.completed_at = candidate.updated_at if candidate.status in _FINAL else None
-            # Re-read our own JSON so the stored trace shares no object with the caller.
-            data = encode_json(candidate, f"update of trace {trace_id!r}")
-            hot.trace = Trace.model_validate_json(data)
-            try:
-                self._checkpoint(hot)
-            except BaseException:
-                hot.trace = old  # not persisted: the update did not happen
-                raise
-            if candidate.status != old.status:
-                status = encode_json({"trace_id": trace_id, "status": candidate.status, "previous": old.status}, "event")
-                self._emit(hot, "trace_status_changed", status)
-            return Trace.model_validate_json(data)
+            return Trace.model_validate_json(self._update_trace_held(hot, trace_id, updates))
+
+    async def end_trace(self, trace_id: str, updates: Mapping[str, Any], *,
+                        goal: tuple[str, Mapping[str, Any]] | None = None) -> Trace:
+        """End a run's trace in one write: `goal` (id, fields) as `update_goal`, then `updates` as
+        `update_trace`, then, when the status is `completed`, a `trace_completed` event.
+
+        The records are those of the three calls one after the other (same events, same order);
+        a transactional store commits them together."""
+        validate_trace_id(trace_id)
+        _check_fields(updates, _TRACE_FIELDS, "trace")
+        if goal is not None:
+            _check_fields(goal[1], _GOAL_FIELDS, "goal")
+        with self._writing(trace_id) as hot:
+            if goal is not None:
+                self._update_goal_held(hot, trace_id, goal[0], dict(goal[1]))
+            trace = Trace.model_validate_json(self._update_trace_held(hot, trace_id, dict(updates)))
+            if trace.status == "completed" and updates.get("status") == "completed":
+                self._emit(hot, "trace_completed",
+                           f'{{"trace_id":{encode_json(trace_id, "trace id")},"total_messages":{trace.total_messages}}}')
+            return trace
+
+    def _update_trace_held(self, hot: _Hot, trace_id: str, updates: dict[str, Any]) -> str:
+        """`update_trace` inside a held write; return the stored trace's JSON."""
+        old = hot.trace
+        candidate = _assign(old, updates, f"trace {trace_id!r}")
+        if not 0 <= candidate.head_sequence <= old.total_messages:
+            raise InvalidUpdateError(f"head_sequence {candidate.head_sequence} is not a message of trace {trace_id!r} "
+                                     f"(it has {old.total_messages}; 0 means no message)")
+        if "updated_at" not in updates:
+            candidate.updated_at = utc_now()
+        if candidate.status != old.status and "completed_at" not in updates:
+            candidate.completed_at = candidate.updated_at if candidate.status in _FINAL else None
+        data = encode_json(candidate, f"update of trace {trace_id!r}")
+        # The stored trace shares no object with the caller: re-read from our own JSON when a value
+        # given may be shared (a dict, a list, a model); scalars are immutable, the copy is enough.
+        hot.trace = candidate if all(type(v) in _SCALARS for v in updates.values()) else Trace.model_validate_json(data)
+        try:
+            self._checkpoint(hot)
+        except BaseException:
+            hot.trace = old  # not persisted: the update did not happen
+            raise
+        if candidate.status != old.status:
+            status = encode_json({"trace_id": trace_id, "status": candidate.status, "previous": old.status}, "event")
+            self._emit(hot, "trace_status_changed", status)
+        return data
 
     async def list_traces(self, where: TraceFilter | None = None, /, **filters: Any) -> list[Trace]:
         """Newest first; every filter (`TraceFilter`, or its fields as keywords) is applied before `limit`.
@@ -522,30 +598,32 @@ class BaseTraceStore(BulkReads, SideRecordStore, ABC):
     async def update_goal(self, trace_id: str, goal_id: str, **updates: Any) -> list[Goal]:
         """Update a goal (status changes follow the tree's cascade rule); append `goal_updated`."""
         validate_trace_id(trace_id)
-        bad = set(updates) - _GOAL_FIELDS
-        if bad:
-            raise InvalidUpdateError(f"cannot update goal field(s) {sorted(bad)}; updatable: {sorted(_GOAL_FIELDS)}")
+        _check_fields(updates, _GOAL_FIELDS, "goal")
         with self._writing(trace_id) as hot:
-            tree = _copy(hot.tree)
-            goal = tree.get(goal_id, trace_id)
-            merged = _assign(goal, updates, f"goal {goal_id!r}")
-            if "parent_id" in updates and merged.parent_id is not None:
-                if tree.find(merged.parent_id) is None:
-                    raise GoalError(f"cannot move goal {goal_id!r} under {merged.parent_id!r}: no such goal")
-                if any(g.id == goal_id for g in tree.ancestors(merged.parent_id)):
-                    raise GoalError(f"cannot move goal {goal_id!r} under its own descendant {merged.parent_id!r}")
-            for field in updates:
-                if field != "status":
-                    setattr(goal, field, getattr(merged, field))
-            changed = tree.set_status(goal_id, merged.status, summary=merged.summary) if "status" in updates else [goal]
-            if "parent_id" in updates:
-                tree.recompute_cumulative()
-            self._commit_tree(hot, tree)
-            patch = encode_json({k: getattr(merged, k) for k in updates}, f"update of goal {goal_id!r}")
-            affected = ",".join(g.model_dump_json() for g in changed)
-            self._emit(hot, "goal_updated", f'{{"goal_id":{encode_json(goal_id, "goal id")},"patch":{patch},'
-                                            f'"affected_goals":[{affected}]}}')
-            return [_copy(g) for g in changed]
+            return [_copy(g) for g in self._update_goal_held(hot, trace_id, goal_id, updates)]
+
+    def _update_goal_held(self, hot: _Hot, trace_id: str, goal_id: str, updates: dict[str, Any]) -> list[Goal]:
+        """`update_goal` inside a held write; return the changed goals (the live tree's: copy before handing out)."""
+        tree = _copy(hot.tree)
+        goal = tree.get(goal_id, trace_id)
+        merged = _assign(goal, updates, f"goal {goal_id!r}")
+        if "parent_id" in updates and merged.parent_id is not None:
+            if tree.find(merged.parent_id) is None:
+                raise GoalError(f"cannot move goal {goal_id!r} under {merged.parent_id!r}: no such goal")
+            if any(g.id == goal_id for g in tree.ancestors(merged.parent_id)):
+                raise GoalError(f"cannot move goal {goal_id!r} under its own descendant {merged.parent_id!r}")
+        for field in updates:
+            if field != "status":
+                setattr(goal, field, getattr(merged, field))
+        changed = tree.set_status(goal_id, merged.status, summary=merged.summary) if "status" in updates else [goal]
+        if "parent_id" in updates:
+            tree.recompute_cumulative()
+        self._commit_tree(hot, tree)
+        patch = encode_json({k: getattr(merged, k) for k in updates}, f"update of goal {goal_id!r}")
+        affected = ",".join(g.model_dump_json() for g in changed)
+        self._emit(hot, "goal_updated", f'{{"goal_id":{encode_json(goal_id, "goal id")},"patch":{patch},'
+                                        f'"affected_goals":[{affected}]}}')
+        return changed
 
     # ---- messages -----------------------------------------------------------------------
     async def add_message(self, message: Message) -> str:

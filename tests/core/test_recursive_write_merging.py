@@ -37,7 +37,7 @@ class CountingStore(InMemoryTraceStore):
         super().__init__()
         self.log: list[tuple[str, str, tuple[str, ...]]] = []
 
-    async def update_trace(self, trace_id: str, **updates: Any) -> Trace:
+    async def _keys(self, trace_id: str, updates: dict[str, Any]) -> tuple[str, ...]:
         keys = tuple(sorted(updates))
         if "protocol" in updates:  # name the protocol fields this write changes
             before = (await self.get_trace(trace_id)).protocol
@@ -45,8 +45,18 @@ class CountingStore(InMemoryTraceStore):
             keys = tuple(k for k in keys if k != "protocol")
             keys += tuple(f"protocol.{k}" for k in sorted(type(after).model_fields)
                           if getattr(before, k) != getattr(after, k))
-        self.log.append(("update_trace", trace_id, keys))
+        return keys
+
+    async def update_trace(self, trace_id: str, **updates: Any) -> Trace:
+        self.log.append(("update_trace", trace_id, await self._keys(trace_id, updates)))
         return await super().update_trace(trace_id, **updates)
+
+    async def end_trace(self, trace_id: str, updates: Any, *, goal: Any = None) -> Trace:
+        # One write that holds a goal update and a trace update: counted as each of them.
+        if goal is not None:
+            self.log.append(("update_goal", trace_id, tuple(sorted(goal[1]))))
+        self.log.append(("update_trace", trace_id, await self._keys(trace_id, dict(updates))))
+        return await super().end_trace(trace_id, updates, goal=goal)
 
     async def update_goal(self, trace_id: str, goal_id: str, **updates: Any) -> Any:
         self.log.append(("update_goal", trace_id, tuple(sorted(updates))))

@@ -627,6 +627,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="also run the bench on the cyber_agent of git REF: alternating child processes, "
                              "one before/after table (bench/overhead_pairs.py)")
     parser.add_argument("--pairs", type=int, default=3, help="--before: (before, after) child runs (default 3)")
+    parser.add_argument("--after", metavar="REF", help="--before: the after side on git REF's tree (default: this checkout)")
     args = parser.parse_args(argv)
     if args.before:
         from overhead_pairs import run_pairs  # bench/overhead_pairs.py, beside this file
@@ -634,7 +635,7 @@ def main(argv: list[str] | None = None) -> int:
         child = [*(["--quick"] if args.quick else []), *(["--repeat", str(args.repeat)] if args.repeat else []),
                  "--steps", args.steps, "--budget", str(args.budget), *(["--dir", args.dir] if args.dir else []),
                  *(["--no-sqlitesaver"] if args.no_sqlitesaver else [])]
-        table = run_pairs(args.before, args.pairs, child)
+        table = run_pairs(args.before, args.pairs, child, after_ref=args.after)
         if args.json:
             Path(args.json).write_text(json.dumps({"bench": "overhead-pairs", "schema": 1, **table}, indent=1))
         return 0

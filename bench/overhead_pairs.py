@@ -1,7 +1,8 @@
 """`bench/overhead.py --before REF`: the same bench on the code of a git ref and on this checkout, in one run.
 
 Each side runs in a child process (`overhead.py --json`), `before` importing `cyber_agent` from
-REF's tree (`targets.py:before_tree`, extracted once per commit) and `after` from this checkout;
+REF's tree (`targets.py:before_tree`, extracted once per commit) and `after` from this checkout
+(or, with `--after REF2`, from REF2's tree, so the working tree may change meanwhile);
 the children alternate (before, after, before, after, ...), so a change in machine load hits both
 sides alike. The bench script itself is this checkout's on both sides: the harness is the same,
 only the library differs. The table gives, per case and N, the median over the children of each
@@ -63,14 +64,20 @@ def _medians(children: list[dict[str, Any]]) -> dict[tuple[str, str, int], dict[
             for key, slot in per.items()}
 
 
-def run_pairs(ref: str, pairs: int, args: list[str], *, timeout: float = 900.0) -> dict[str, Any]:
-    """Run `pairs` (before, after) children with the bench arguments `args`; print and return the table."""
+def run_pairs(ref: str, pairs: int, args: list[str], *, after_ref: str | None = None,
+              timeout: float = 900.0) -> dict[str, Any]:
+    """Run `pairs` (before, after) children with the bench arguments `args`; print and return the table.
+
+    `after_ref`: the after side is that commit's tree too (default: this checkout as it is), so the
+    working tree may change while the bench runs."""
     commit = _resolve(ref)
     before = before_tree(commit)
+    after_commit = _resolve(after_ref) if after_ref else None
+    after = before_tree(after_commit) if after_commit else REPO
     sides: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
     with tempfile.TemporaryDirectory(prefix="overhead-pairs-") as tmp:
         for i in range(pairs):
-            for side, code in (("before", before), ("after", REPO)):
+            for side, code in (("before", before), ("after", after)):
                 out = Path(tmp) / f"{side}-{i}.json"
                 sides[side].append(_child(code, args, out, timeout))
                 print(f"pair {i + 1}/{pairs}: {side} done (load {os.getloadavg()[0]:.2f})", flush=True)
@@ -81,7 +88,8 @@ def run_pairs(ref: str, pairs: int, args: list[str], *, timeout: float = 900.0) 
         rows.append({"framework": key[0], "store": key[1], "n": key[2],
                      "before_us_per_step": a.get("us"), "after_us_per_step": b.get("us"),
                      "before_ratio": a.get("ratio"), "after_ratio": b.get("ratio")})
-    print(f"\nbefore = {ref} ({commit[:10]}), after = this checkout; {pairs} alternating pair(s) of child runs "
+    where = f"{after_ref} ({after_commit[:10]})" if after_ref and after_commit else "this checkout"
+    print(f"\nbefore = {ref} ({commit[:10]}), after = {where}; {pairs} alternating pair(s) of child runs "
           f"({' '.join(args)}); medians over the children\n")
     print("| case | N | before µs/step | after µs/step | after / before | before vs LangGraph | after vs LangGraph |")
     print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
@@ -90,8 +98,8 @@ def run_pairs(ref: str, pairs: int, args: list[str], *, timeout: float = 900.0) 
         change = f"{us_b / us_a:.2f}" if us_a and us_b else "-"
         print(f"| {row['framework']} ({row['store']}) | {row['n']} | {_f(us_a, '.0f')} | {_f(us_b, '.0f')} | {change} "
               f"| {_f(row['before_ratio'], '.3f')}× | {_f(row['after_ratio'], '.3f')}× |")
-    return {"ref": ref, "commit": commit, "pairs": pairs, "args": args, "rows": rows,
-            "before": sides["before"], "after": sides["after"]}
+    return {"ref": ref, "commit": commit, "after_ref": after_ref, "after_commit": after_commit, "pairs": pairs,
+            "args": args, "rows": rows, "before": sides["before"], "after": sides["after"]}
 
 
 def _f(value: float | None, spec: str) -> str:

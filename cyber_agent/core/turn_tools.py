@@ -57,6 +57,8 @@ def _loop_state(prepared: RunState) -> LoopState:
 
 def stop_hook_reason(services: RunServices, prepared: RunState) -> str | None:
     """The first stop hook's objection, as the trace will record it, or None."""
+    if not services.stop_hooks:
+        return None
     state = _loop_state(prepared)
     for hook in services.stop_hooks:
         reason = hook.check(state)
@@ -84,6 +86,8 @@ async def flag_unpriced(services: RunServices, prepared: RunState, model: str) -
 
 def after_reply_reason(services: RunServices, prepared: RunState) -> str | None:
     """The first stop hook objecting to a booked reply's tools (a limit the reply overran), or None."""
+    if not services.stop_hooks:
+        return None
     state = _loop_state(prepared)
     for hook in services.stop_hooks:
         check = getattr(hook, "after_reply", None)

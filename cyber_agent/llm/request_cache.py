@@ -44,10 +44,26 @@ _load = json.JSONDecoder().decode
 
 
 def _canonical(value: Any) -> Any:
-    """What `canonical_request` makes of one value: a JSON round trip (models dumped, others as str)."""
-    if type(value) is str:  # a string's round trip is itself
+    """What `canonical_request` makes of one value: a JSON round trip (models dumped, others as str).
+
+    A value that is JSON already (str keys; str, int, float, bool, None, lists and dicts of them:
+    every message the runner builds) is its own round trip and is returned as it is: the cache
+    relies on sent messages never changing in place (see the module docstring)."""
+    if _plain(value):
         return value
     return _load(_dump(value))
+
+
+def _plain(value: Any) -> bool:
+    """Whether a JSON round trip gives `value` back unchanged (equal, same key order, same types)."""
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return True
+    if kind is dict:
+        return all(type(key) is str and _plain(item) for key, item in value.items())
+    if kind is list:
+        return all(_plain(item) for item in value)
+    return kind is float and value - value == 0  # NaN and the infinities come back, but not equal
 
 
 def _key_text(value: Any) -> str:

@@ -71,6 +71,9 @@ ENV_VARS: Mapping[str, str] = {
 }
 """The environment variable behind each settings field (`prices` has none: use `price_file`)."""
 
+_RESOLVED: dict[tuple[str, tuple[str, ...]], ProviderSettings] = {}
+"""`ProviderSettings.resolved` by (explicit fields as JSON, the variables' values): a cache, not state."""
+
 DIALECT_ENV = "CYBER_AGENT_DIALECT"
 """Environment variable for `RunConfig.tool_dialect` when the config leaves it unset."""
 
@@ -203,6 +206,20 @@ class ProviderSettings(BaseModel):
 
     def resolved(self, env: Mapping[str, str] | None = None) -> ProviderSettings:
         """Every field decided: this object's explicit fields, then the environment's, then the defaults."""
+        env = os.environ if env is None else env
+        # Every run resolves its settings: the answer for the same explicit fields and the same
+        # variables is kept (the settings are frozen; a few distinct keys in a process).
+        key = (self.model_dump_json(include=set(self.model_fields_set)) if self.model_fields_set else "",
+               tuple(env.get(variable, "") for variable in ENV_VARS.values()))
+        cached = _RESOLVED.get(key)
+        if cached is None:
+            cached = self._resolve(env)
+            if len(_RESOLVED) >= 64:
+                _RESOLVED.clear()
+            _RESOLVED[key] = cached
+        return cached
+
+    def _resolve(self, env: Mapping[str, str]) -> ProviderSettings:
         explicit = self.model_dump(include=set(self.model_fields_set))
         from_env = ProviderSettings.from_env(env)
         data = {**ProviderSettings().model_dump(), **from_env.model_dump(include=set(from_env.model_fields_set)),

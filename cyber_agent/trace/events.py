@@ -103,9 +103,17 @@ def encode_event(event_id: int, trace_id: str, event_type: str, payload_json: st
     if created_at is None:
         created_at = utc_now().isoformat().replace("+00:00", "Z")
     return (
-        f'{{"event_id":{event_id},"trace_id":{json.dumps(trace_id)},"type":"{event_type}",'
+        f'{{"event_id":{event_id},"trace_id":{_quoted(trace_id)},"type":"{event_type}",'
         f'"payload":{payload_json},"created_at":"{created_at}"}}'
     )
+
+
+_BARE = re.compile(r"[A-Za-z0-9_.@-]+")
+
+
+def _quoted(text: str) -> str:
+    """`json.dumps(text)`; an id of plain characters (every valid trace id) needs no escaping."""
+    return f'"{text}"' if _BARE.fullmatch(text) else json.dumps(text)
 
 
 def message_added_payload(message_json: str, affected: Iterable[Goal], *, recovered: bool = False) -> str:

@@ -64,6 +64,7 @@ def is_refusal(metadata: MessageMetadata | Mapping[str, Any] | None) -> bool:
 
 
 _DESCRIPTION_LIMIT = 200
+_ASSIGNED = ("sequence", "message_id")
 
 
 class Trace(BaseModel):
@@ -286,8 +287,10 @@ class Message(BaseModel):
 
     def assign(self, sequence: int) -> None:
         """Set the store-assigned sequence and message id."""
-        self.sequence = sequence
-        self.message_id = message_id_for(self.trace_id, sequence)
+        # Straight into __dict__ (the store does this on every add; an int and a str need no validation).
+        self.__dict__["sequence"] = sequence
+        self.__dict__["message_id"] = message_id_for(self.trace_id, sequence)
+        self.__pydantic_fields_set__.update(_ASSIGNED)
 
     def to_llm_message(self) -> dict[str, Any]:
         """Render in OpenAI chat format for the next model call."""

@@ -37,6 +37,7 @@ from cyber_agent.errors import RunError
 from cyber_agent.llm.call_site import at_site
 from cyber_agent.llm.cassette import ExchangeRecorder
 from cyber_agent.llm.dialects import DialectLLM
+from cyber_agent.llm.pricing import default_price_table
 from cyber_agent.llm.types import LLMCall
 from cyber_agent.tools.registry import ToolRegistry
 from cyber_agent.tools.shell_policy import shell_policy_view
@@ -373,6 +374,8 @@ class AgentRunner:
         ctx = RunContext(
             services=services, runner=self, model=model, config=config,
             llm=wrap_dialect(llm, provider=provider, model=model, override=config.tool_dialect),
+            # Settled once per run, not read from the environment on every reply.
+            prices=config.provider.price_table() or default_price_table(),
         )
         state.static_allowed = state.allowed
         if isinstance(ctx.llm, DialectLLM):  # a text dialect renders the tools into the system prompt: keep it fixed

@@ -8,7 +8,7 @@ module of `core/` imports the runner back (`tests/test_layout.py` checks the gra
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -18,6 +18,7 @@ from cyber_agent.core.config import RunConfig
 from cyber_agent.core.resource_budget import ResourceBudgetController
 from cyber_agent.core.run_state import RunServices
 from cyber_agent.core.stop import StopRegistry
+from cyber_agent.llm.pricing import ModelPrice
 from cyber_agent.llm.types import LLMCall
 from cyber_agent.protocol.ports import ChildSetup, ProtocolRunner
 from cyber_agent.tools.registry import ToolRegistry
@@ -147,3 +148,6 @@ class RunContext:
     """Model name passed to `llm`."""
     config: RunConfig
     """The run's effective config."""
+    prices: Mapping[str, ModelPrice] | None = None
+    """The price table of the run's replies (`ProviderSettings.price_table` as the run starts, else the built-in
+    one; None: looked up on each reply)."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,7 @@ from cyber_agent.core.turn_tools import (
 )
 from cyber_agent.errors import BudgetExceededError, CyberAgentError, LLMError
 from cyber_agent.llm.boundary import normalise_reply
-from cyber_agent.llm.pricing import is_unpriced
+from cyber_agent.llm.pricing import ModelPrice, is_unpriced
 from cyber_agent.llm.types import LLMResponse, RetryRecord, ToolCall
 from cyber_agent.trace.goal_models import FINAL_GOAL_STATUSES
 from cyber_agent.trace.models import Message, MessageContent, Trace, TraceStatus
@@ -92,7 +92,11 @@ async def _call_model(ctx: RunContext, state: RunState) -> LLMResponse:
         raw = await ctx.llm(state.history, ctx.model, tools, ctx.config.temperature)
     # The runner's side of the provider boundary: a reply cut by the output limit marks every one
     # of its calls incomplete, unsound usage is replaced by the estimate, a reply without a cost is priced.
-    return normalise_reply(raw, state.history, ctx.model, ctx.config.provider.price_table())
+    return normalise_reply(raw, state.history, ctx.model, _prices(ctx))
+
+
+def _prices(ctx: RunContext) -> Mapping[str, ModelPrice] | None:
+    return ctx.prices if ctx.prices is not None else ctx.config.provider.price_table()
 
 
 def _rights_notice(state: RunState) -> str | None:
@@ -188,7 +192,7 @@ async def take_turn(ctx: RunContext, state: RunState) -> AsyncIterator[RunEvent 
         await services.store.append_event(state.trace.trace_id, "usage_invalid", {
             "reason": response.usage.invalid, "prompt_tokens": response.usage.prompt_tokens,
             "completion_tokens": response.usage.completion_tokens, "model": ctx.model})
-    unpriced = is_unpriced(response, ctx.model, ctx.config.provider.price_table())
+    unpriced = is_unpriced(response, ctx.model, _prices(ctx))
     assistant = Message.create(
         trace_id=state.trace.trace_id, role="assistant", goal_id=state.goal_id,
         content=MessageContent(text=response.content or None, tool_calls=response.tool_calls),

@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     from cyber_agent.llm.http_retry import DEFAULT_TIMEOUT, RetryPolicy, Sleep
     from cyber_agent.llm.openai_compat import OPENAI_DEFAULT_BASE_URL, OpenAICompatModel
     from cyber_agent.llm.pricing import (
-        PRICE_TABLE, PRICES_AS_OF, PRICES_ENV, ModelPrice, compute_cost, is_unpriced, load_user_prices, lookup_price,
+        PRICE_TABLE, PRICES_AS_OF, PRICES_ENV, ModelPrice, compute_cost, default_price_table, is_unpriced, load_user_prices,
+        lookup_price,
     )
     from cyber_agent.llm.replay import Exchange, RecordingLLM, ReplayLLM, load_exchanges
     from cyber_agent.llm.resolve import Provider, ResolvedModel, resolve_llm, suggest_spec
@@ -90,6 +91,7 @@ __all__ = [
     "XmlDialect",
     "choose_dialect",
     "compute_cost",
+    "default_price_table",
     "is_unpriced",
     "load_exchanges",
     "load_user_prices",
@@ -113,8 +115,8 @@ _LAZY: dict[str, tuple[str, ...]] = {
     "fakes": ("FunctionModel", "ModelFunction", "ModelRequest", "Reply", "ScriptedModel", "ToolCallSpec"),
     "http_retry": ("DEFAULT_TIMEOUT", "RetryPolicy", "Sleep"),
     "openai_compat": ("OPENAI_DEFAULT_BASE_URL", "OpenAICompatModel"),
-    "pricing": ("PRICE_TABLE", "PRICES_AS_OF", "PRICES_ENV", "ModelPrice", "compute_cost", "is_unpriced", "load_user_prices",
-                "lookup_price"),
+    "pricing": ("PRICE_TABLE", "PRICES_AS_OF", "PRICES_ENV", "ModelPrice", "compute_cost", "default_price_table",
+                "is_unpriced", "load_user_prices", "lookup_price"),
     "replay": ("Exchange", "RecordingLLM", "ReplayLLM", "load_exchanges"),
     "resolve": ("Provider", "ResolvedModel", "resolve_llm", "suggest_spec"),
     "settings": ("PriceEntry", "ProviderSettings"),

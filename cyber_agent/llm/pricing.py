@@ -29,8 +29,8 @@ from types import MappingProxyType
 from cyber_agent.errors import ConfigurationError
 from cyber_agent.llm.types import LLMResponse, Usage
 
-__all__ = ["ModelPrice", "PRICES_AS_OF", "PRICES_ENV", "PRICE_TABLE", "compute_cost", "is_unpriced", "load_user_prices",
-           "lookup_price", "with_cost"]
+__all__ = ["ModelPrice", "PRICES_AS_OF", "PRICES_ENV", "PRICE_TABLE", "compute_cost", "default_price_table", "is_unpriced",
+           "load_user_prices", "lookup_price", "with_cost"]
 
 PRICES_ENV = "CYBER_AGENT_PRICES"
 """Environment variable naming a TOML or JSON file of user prices (see the module docstring)."""
@@ -171,9 +171,11 @@ def load_user_prices(path: str | None = None) -> Mapping[str, ModelPrice]:
     return frozen
 
 
-def _default_table() -> Mapping[str, ModelPrice]:
+def default_price_table() -> Mapping[str, ModelPrice]:
+    """The table lookups use without one: the built-in prices, the user's `CYBER_AGENT_PRICES` entries over them."""
     user = load_user_prices()
     return {**PRICE_TABLE, **user} if user else PRICE_TABLE
+
 
 
 def lookup_price(model: str, prices: Mapping[str, ModelPrice] | None = None) -> ModelPrice | None:
@@ -181,7 +183,7 @@ def lookup_price(model: str, prices: Mapping[str, ModelPrice] | None = None) -> 
 
     Without `prices`, the built-in table with the user's `CYBER_AGENT_PRICES` entries over it.
     """
-    table = _default_table() if prices is None else prices
+    table = default_price_table() if prices is None else prices
     if table is PRICE_TABLE:  # read-only: its answers never change (a reply is priced three or four times)
         found = _builtin_lookups.get(model, _UNSEEN)
         if found is _UNSEEN:

@@ -76,8 +76,11 @@ class _Sited:
         *,
         on_delta: DeltaCallback | None = None,
     ) -> LLMResponse:
-        with _site(self.trace_id):
+        token = _SITE.set(self.trace_id)  # what `_site` does, without a generator per call
+        try:
             return await self.inner(messages, model, tools, temperature, on_delta=on_delta)
+        finally:
+            _SITE.reset(token)
 
 
 def at_site(llm: LLMCall, trace_id: str) -> LLMCall:

@@ -215,7 +215,8 @@ TREE_JS = r"""
   page.addEventListener('click', e => { const a = e.target.closest('a[data-i]'); if (a) select(Number(a.dataset.i), true); });
   root.addEventListener('ca-select', e => { const i = byId.get(e.detail && e.detail.id); if (i !== undefined) select(i, true, true); });
   input.addEventListener('focus', rememberFocus);
-  input.addEventListener('blur', () => { if (root.isConnected) { state.focus = false; } });
+  // A redraw removes the focused box (Chromium then sends blur): only a blur that leaves the box in the page is the user's.
+  input.addEventListener('blur', () => window.setTimeout(() => { if (root.isConnected) state.focus = false; }, 0));
   input.addEventListener('input', rememberFocus);
   input.addEventListener('keyup', rememberFocus);
   input.addEventListener('keydown', e => { if (e.key === 'Enter') { if (matches.length && input.dataset.last === input.value) step(e.shiftKey ? -1 : 1); else { input.dataset.last = input.value; find(input.value); } } });

@@ -140,3 +140,26 @@ def test_the_sweep_view_title_names_the_bar(frontend: Frontend) -> None:
 def test_an_html_bar_is_clamped_and_escaped() -> None:
     assert "width:100.0%" in html_bar(12, 10, label="<x>") and "&lt;x&gt;" in html_bar(1, 2, label="<x>")
     assert "width:0.0%" in html_bar(0, 0, label="empty")
+
+
+def test_the_live_tree_sends_live_snapshots_then_the_final_one(frontend: Frontend, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cyber_agent.cli import DEMO_ANCHOR, DEMO_TASK
+    from cyber_agent.notebook import launch, run_sync
+    from cyber_agent.notebook import tree_view_live
+
+    from nb_helpers import REPO
+
+    monkeypatch.setattr(tree_view_live, "in_notebook", lambda: True)
+    handle = run_sync(launch(DEMO_TASK, mode="recursive", model="demo:latency=0.05", workspace=REPO,
+                             root_task_anchor=DEMO_ANCHOR, progress=False))
+    view = tree_view_live.live_tree(handle, interval=0.2)
+    view._ipython_display_()
+    ((_, first),) = frontend.shown
+    assert "live · " in first["text/html"] and 'class="ca-tree-box"' in first["text/html"]
+    assert handle.wait(timeout=120).status == "completed"
+    live = [b for _, b in frontend.updates if "live · " in b["text/html"]]
+    assert live and any("ca-run" in b["text/html"] or " running · " in b["text/plain"] for b in live)
+    (saved,) = frontend.saved()
+    assert "live · " not in saved["text/html"] and "live · " not in saved["text/plain"]  # the final static view
+    assert saved == {"text/plain": view.to_text(), "text/html": view.to_html()} and len(view.view) == 16
+    assert not [b for _, b in [*frontend.shown, *frontend.updates] if WIDGET_VIEW in b]

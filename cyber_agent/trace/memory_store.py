@@ -15,12 +15,12 @@ from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.errors import CorruptRecordError
 from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.records import JSONRecord, TraceRecord, share_message_events
-from cyber_agent.trace.store_base import BaseTraceStore
+from cyber_agent.trace.store_deferred import DeferredEventStore
 
 __all__ = ["InMemoryTraceStore"]
 
 
-class InMemoryTraceStore(BaseTraceStore):
+class InMemoryTraceStore(DeferredEventStore):
     """Keep every record in dictionaries; returned objects are copies."""
 
     def __init__(self) -> None:

@@ -44,7 +44,7 @@ from cyber_agent.trace.events import TraceEvent
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.records import JSONRecord, TraceRecord, share_message_events
-from cyber_agent.trace.store_base import BaseTraceStore
+from cyber_agent.trace.store_deferred import DeferredEventStore
 from cyber_agent.trace.store_listing import DamagedEntry, DamageKind
 from cyber_agent.trace.store_rules import _evented_sequence
 from cyber_agent.trace.trace_id import FULL_TRACE_ID_RE as _FULL_ID, message_id_for, validate_trace_id
@@ -68,7 +68,7 @@ _MAX_LOCK_FILES = 256
 _HOST = socket.gethostname()
 
 
-class FileSystemTraceStore(BaseTraceStore):
+class FileSystemTraceStore(DeferredEventStore):
     """Persist traces as JSON files under `base_path`."""
 
     def __init__(

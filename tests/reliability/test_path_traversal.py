@@ -108,6 +108,7 @@ STORE_CALLS: dict[str, Callable[[BaseTraceStore, str], Any]] = {
     "get_trace": lambda s, bad: s.get_trace(bad),
     "require_trace": lambda s, bad: s.require_trace(bad),
     "update_trace": lambda s, bad: s.update_trace(bad, status="failed"),
+    "end_trace": lambda s, bad: s.end_trace(bad, {"status": "completed"}, goal=("1", {"status": "completed"})),
     "get_resource_usage": lambda s, bad: s.get_resource_usage(bad),
     "replace_resource_usage": lambda s, bad: s.replace_resource_usage(bad, {"llm_calls": 1}),
     "get_tool_approvals": lambda s, bad: s.get_tool_approvals(bad),

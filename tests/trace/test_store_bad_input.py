@@ -20,6 +20,8 @@ TRACE_ENTRY_POINTS = {
     "create_trace": lambda s, bad: s.create_trace(Trace.model_construct(trace_id=bad, task="x")),
     "get_trace": lambda s, bad: s.get_trace(bad),
     "update_trace": lambda s, bad: s.update_trace(bad, status="failed"),
+    "end_trace": lambda s, bad: s.end_trace(bad, {"status": "completed"}),
+    "defer_event": lambda s, bad: s.defer_event(bad, "progress", {}),
     "get_resource_usage": lambda s, bad: s.get_resource_usage(bad),
     "replace_resource_usage": lambda s, bad: s.replace_resource_usage(bad, {"llm_calls": 1}),
     "get_tool_approvals": lambda s, bad: s.get_tool_approvals(bad),

@@ -267,10 +267,10 @@ class FileSystemTraceStore(DeferredEventStore):
         return f"{self._dir(trace_id)}/events.jsonl"
 
     def _append_event_line(self, trace_id: str, line: str) -> None:
-        self._append_line(self._events_path(trace_id), line)
+        self._append_line(self._events_path(trace_id), line, size=False)
 
-    def _append_line(self, path: str, line: str) -> int:
-        """Append `line` and a newline to `path`; return the file's size after it."""
+    def _append_line(self, path: str, line: str, *, size: bool = True) -> int:
+        """Append `line` and a newline to `path`; return the file's size after it (-1 without `size`: no fstat)."""
         fd = os.open(path, _APPEND_FLAGS, 0o666)
         try:
             view = memoryview((line + "\n").encode())
@@ -288,7 +288,7 @@ class FileSystemTraceStore(DeferredEventStore):
                 # line stays for the next append to bury in the middle.
                 os.ftruncate(fd, os.fstat(fd).st_size - written)
                 raise
-            return os.fstat(fd).st_size
+            return os.fstat(fd).st_size if size else -1
         finally:
             os.close(fd)
 

@@ -176,8 +176,25 @@ TREE_JS = r"""
     if (D.running[i]) out += '<div class="ca-run">running' + (D.running[i][0] ? ': ' + esc(D.running[i][0]) : '') + ' · ' + elapsed(D.running[i][1]) + '</div>';
     if ((D.badges[i] || []).length) out += '<div>' + D.badges[i].map(b => '<span class="ca-badge">' + esc(b) + '</span>').join('') + '</div>';
     if (p) for (const [name, lines] of p[1]) out += '<h4>' + esc(name) + '</h4><ul class="ca-sec-' + esc(name) + (name === 'messages' ? ' ca-msgs' : '') + '">' + lines.map(l => '<li>' + esc(l) + '</li>').join('') + '</ul>';
-    else out += '<p>(no page kept for this trace: the tree is larger than the page limit; TreeView.page(trace_id) or export_html shows it)</p>';
+    else if (root.dataset.kernel && window.__caKernel) out += '<p class="ca-loading">loading page from the kernel…</p>';
+    else out += noPage(i, '');
     page.innerHTML = out;
+    if (!p && root.dataset.kernel && window.__caKernel) fetchPage(i);
+  }
+  function noPage(i, why) {
+    return '<p class="ca-nopage">(no page kept for this trace: the tree is larger than the page limit' + (why ? '; ' + esc(why) : '') +
+      '; TreeView.page(' + esc(JSON.stringify(ids[i])) + ') or export_html shows it)</p>';
+  }
+  function fetchPage(i) {  // a page left out, from the kernel that displayed the view (tree_view_pages.py)
+    const wanted = ids[i], loading = () => page.querySelector('.ca-loading');
+    const mine = () => root.isConnected && selected === i && ids[i] === wanted;
+    window.__caKernel.page(root.dataset.kernel, root.dataset.view, root.id, wanted, () => {
+      if (mine() && loading()) loading().textContent = 'still loading the page: a kernel busy with a running cell answers once it ends…';
+    }).then(got => {
+      if (Array.isArray(got)) getPages()[i] = got;
+      if (!mine()) return;
+      if (Array.isArray(got)) showPage(i); else if (loading()) loading().outerHTML = noPage(i, (got && got.error) || 'no answer');
+    }).catch(() => {});
   }
   function select(i, scroll, quiet) {
     selected = i;

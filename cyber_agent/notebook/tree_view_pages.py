@@ -110,6 +110,7 @@ KERNEL_JS = r"""
 (function () {
   if (window.__caKernel) return;
   const TIMEOUT = 30000, SLOW = 2000, sockets = {}, cache = {};
+  const NO_KERNEL = kernel => 'no kernel ' + kernel.slice(0, 8) + '… on this server (the notebook was reopened, or its kernel shut down or restarted)';
   function config() {
     const el = document.getElementById('jupyter-config-data');
     if (!el) return null;
@@ -132,10 +133,13 @@ KERNEL_JS = r"""
     };
     ch.socket.onopen = () => { ch.open = true; };
     ch.socket.onerror = () => {};
-    ch.socket.onclose = () => fail(ch.open ? 'the kernel closed the connection (shut down or restarted)' :
-      'no kernel ' + kernel.slice(0, 8) + '… on this server (the notebook was reopened, or its kernel shut down or restarted)');
+    ch.socket.onclose = () => fail(ch.open ? 'the kernel closed the connection (shut down or restarted)' : NO_KERNEL(kernel));
     ch.socket.onmessage = e => {
       let msg; try { msg = JSON.parse(e.data); } catch (err) { return; }
+      const type = msg && msg.header && msg.header.msg_type;
+      if (type === 'shutdown_reply' || (type === 'status' && msg.content && msg.content.execution_state === 'dead')) {
+        fail('the kernel shut down'); try { ch.socket.close(); } catch (err) { /* closed already */ } return;
+      }
       const parent = msg && msg.parent_header && msg.parent_header.msg_id;
       if (!parent || !ch.waiting[parent] || !msg.header || msg.header.msg_type !== 'execute_reply') return;
       const w = ch.waiting[parent]; delete ch.waiting[parent]; w(msg.content, null);
@@ -144,7 +148,19 @@ KERNEL_JS = r"""
     sockets[kernel] = ch;
     return ch;
   }
+  // The server's word on the kernel first: a websocket to a kernel shut down may stay open and never answer.
+  function alive(kernel) {
+    const c = config();
+    if (!c || !/^https?:$/.test(location.protocol)) return Promise.resolve('no Jupyter server to ask here (a shared file, GitHub or nbviewer, or a page without JupyterLab)');
+    const url = new URL(c.baseUrl || '/', location.href).href.replace(/\/?$/, '/') + 'api/kernels/' + encodeURIComponent(kernel);
+    return fetch(url, {headers: c.token ? {Authorization: 'token ' + c.token} : {}, credentials: 'same-origin', cache: 'no-store'})
+      .then(r => r.ok ? null : r.status === 404 ? NO_KERNEL(kernel) : 'the server answered ' + r.status + ' for the kernel')
+      .catch(() => 'the Jupyter server does not answer');
+  }
   function ask(kernel, view, traceId) {
+    return alive(kernel).then(dead => dead ? {error: dead} : send(kernel, view, traceId));
+  }
+  function send(kernel, view, traceId) {
     return new Promise(resolve => {
       let ch;
       try { ch = channel(kernel); } catch (e) { ch = null; }

@@ -1,0 +1,127 @@
+"""Real browser (JupyterLab + headless Chromium): a click on a node beyond the page limit fetches its page from the kernel.
+
+A notebook cell displays `TreeView(store, root, page_limit=20)` of a 60-trace sample tree (so 40
+pages are left out of the HTML). Searching a node whose page is not embedded and selecting it
+shows its headline and sections (brief, usage, ...) as the kernel builds them
+(`cyber_agent/notebook/tree_view_pages.py`: the output's script asks the kernel over its own
+websocket). With the kernel shut down, a click on another left-out node shows the note naming
+`TreeView.page(...)`, and no script error reaches the page.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import nbformat
+import pytest
+
+from browser_lab import NOTEBOOK_READY, Lab, browser, lab_server, log_tail, notebook_root
+
+from cyber_agent.notebook.sample_tree import write_sample_tree
+from cyber_agent.notebook.tree_view import TreeView
+
+pytestmark = pytest.mark.timeout(300)
+
+NOTEBOOK = "tree_pages.ipynb"
+LIMIT = 20
+RUN_CELL = """(index) => {
+  const app = window.jupyterapp;
+  app.shell.currentWidget.content.activeCellIndex = index;
+  void app.commands.execute('notebook:run-cell');
+}"""
+CELL_DONE = """(index) => {
+  const cell = window.jupyterapp.shell.currentWidget.content.widgets[index];
+  return cell.model.executionCount !== null && !cell.node.querySelector('.jp-InputPrompt').textContent.includes('*');
+}"""
+HEADLINE_IS = """(text) => {
+  const h = window.jupyterapp.shell.currentWidget.content.widgets[0].outputArea.node.querySelector('.ca-page .ca-headline');
+  return !!h && h.textContent === text;
+}"""
+SHUT_DOWN = """async () => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  await panel.sessionContext.shutdown();
+  return !panel.sessionContext.session;
+}"""
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, str, str]]:
+    work = tmp_path_factory.mktemp("lab-tree-pages")
+    store = work / "sample-store"
+    tree = write_sample_tree(str(store), traces=60, seed=7)
+    root = notebook_root(work)
+    book = nbformat.v4.new_notebook()
+    book.cells = [nbformat.v4.new_code_cell(
+        f"from cyber_agent.notebook.tree_view import TreeView\nTreeView({str(store)!r}, {tree.root_trace_id!r}, page_limit={LIMIT})")]
+    book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(book, root / "notebooks" / NOTEBOOK)
+    with lab_server(root, work) as server:
+        yield server, str(store), tree.root_trace_id
+
+
+def _left_out(view: TreeView) -> list[int]:
+    """Indices of nodes whose page the view does not embed, deepest last."""
+    embedded = view.pages_data()
+    return [i for i in range(len(view)) if str(i) not in embedded]
+
+
+def test_a_click_beyond_the_page_limit_fetches_the_page_from_the_kernel(setup: tuple[Lab, str, str],
+                                                                      tmp_path_factory: pytest.TempPathFactory) -> None:
+    lab, store, root_id = setup
+    view = TreeView(store, root_id, page_limit=LIMIT)
+    nodes = view.nodes
+    missing = _left_out(view)
+    assert len(missing) == len(view) - LIMIT > 2
+    first, second = missing[-1], missing[-2]
+    expected = TreeView(store, root_id, page_limit=None).page(nodes[first]["id"])
+    errors: list[str] = []
+    with browser() as chromium:
+        page = chromium.new_page(viewport={"width": 1500, "height": 1000})
+        page.set_default_timeout(10_000)
+        page.on("pageerror", lambda error: errors.append(f"pageerror: {error}"))
+        page.on("console", lambda msg: errors.append(f"console: {msg.text}") if msg.type == "error" else None)
+        page.goto(lab.url(NOTEBOOK), wait_until="domcontentloaded", timeout=30_000)
+        page.wait_for_function(NOTEBOOK_READY, timeout=40_000, polling=250)
+        try:
+            page.evaluate(RUN_CELL, 0)
+            page.wait_for_function(CELL_DONE, arg=0, timeout=60_000, polling=200)
+            out = page.locator(".jp-Cell").nth(0).locator(".jp-OutputArea")
+            box = out.locator(".ca-tree-box")
+            box.locator(".ca-row").first.wait_for()
+            assert box.get_attribute("data-kernel") and box.get_attribute("data-view")
+            embedded = json.loads(box.locator("script.ca-pages").text_content() or "{}")
+            assert str(first) not in embedded and str(second) not in embedded and len(embedded) == LIMIT
+
+            # Search the deepest left-out node and select it: its page comes from the kernel.
+            out.locator(".ca-find").fill(nodes[first]["path"])
+            out.locator(".ca-find").press("Enter")
+            headline = out.locator(".ca-page .ca-headline")
+            page.wait_for_function(HEADLINE_IS, arg=expected.headline, timeout=30_000, polling=100)
+            sections = dict(expected.sections)
+            assert out.locator(".ca-page .ca-sec-brief li").first.text_content() == sections["brief"][0]
+            assert out.locator(".ca-page .ca-sec-usage li").all_text_contents() == list(sections["usage"])
+            assert out.locator(".ca-page .ca-nopage, .ca-page .ca-loading").count() == 0
+
+            # Kernel gone: a click on another left-out node says how to get its page.
+            assert page.evaluate(SHUT_DOWN) is True
+            out.locator(".ca-find").fill(nodes[second]["path"])
+            out.locator(".ca-find").press("Enter")
+            note = out.locator(".ca-page .ca-nopage")
+            note.wait_for(timeout=30_000)
+            text = note.inner_text()
+            assert "no page kept for this trace" in text and f"TreeView.page({json.dumps(nodes[second]['id'])})" in text, text
+            assert headline.inner_text().startswith(nodes[second]["path"] + " ")
+            # The page shown before is still in the page's cache: selecting it again shows it with no kernel.
+            out.locator(".ca-find").fill(nodes[first]["path"])
+            out.locator(".ca-find").press("Enter")
+            assert headline.inner_text() == expected.headline
+            ours = [e for e in errors if e.startswith("pageerror") or "caKernel" in e or "ca-tree" in e]
+            assert not ours, ours
+            print("console errors (the browser's own network lines allowed):", errors)
+        except Exception:
+            shot = tmp_path_factory.mktemp("shots") / "tree-pages.png"
+            page.screenshot(path=str(shot), full_page=True)
+            print(f"screenshot: {shot}\nerrors: {errors}\njupyter lab log (tail):\n{log_tail(lab.log)}")
+            raise
+        page.close()

@@ -4,7 +4,8 @@ A notebook cell displays `TreeView(store, root, page_limit=20)` of a 60-trace sa
 pages are left out of the HTML). Searching a node whose page is not embedded and selecting it
 shows its headline and sections (brief, usage, ...) as the kernel builds them
 (`cyber_agent/notebook/tree_view_pages.py`: the output's script asks the kernel over its own
-websocket). With the kernel shut down, a click on another left-out node shows the note naming
+websocket). While a cell keeps the kernel busy, the page says the answer comes when it ends,
+and it does. With the kernel shut down, a click on another left-out node shows the note naming
 `TreeView.page(...)`, and no script error reaches the page.
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -38,6 +40,15 @@ HEADLINE_IS = """(text) => {
   const h = window.jupyterapp.shell.currentWidget.content.widgets[0].outputArea.node.querySelector('.ca-page .ca-headline');
   return !!h && h.textContent === text;
 }"""
+BUSY = """(index) => {
+  const panel = window.jupyterapp.shell.currentWidget;
+  return panel.sessionContext.session.kernel.status === 'busy'
+    && panel.content.widgets[index].node.querySelector('.jp-InputPrompt').textContent.includes('*');
+}"""
+SAYS_BUSY = """() => {
+  const l = window.jupyterapp.shell.currentWidget.content.widgets[0].outputArea.node.querySelector('.ca-page .ca-loading');
+  return !!l && l.textContent.includes('busy with a running cell');
+}"""
 SHUT_DOWN = """async () => {
   const panel = window.jupyterapp.shell.currentWidget;
   await panel.sessionContext.shutdown();
@@ -46,18 +57,22 @@ SHUT_DOWN = """async () => {
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, str, str]]:
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Lab, str, str, Path]]:
     work = tmp_path_factory.mktemp("lab-tree-pages")
     store = work / "sample-store"
     tree = write_sample_tree(str(store), traces=60, seed=7)
     root = notebook_root(work)
     book = nbformat.v4.new_notebook()
+    flag = work / "go-on"
     book.cells = [nbformat.v4.new_code_cell(
-        f"from cyber_agent.notebook.tree_view import TreeView\nTreeView({str(store)!r}, {tree.root_trace_id!r}, page_limit={LIMIT})")]
+        f"from cyber_agent.notebook.tree_view import TreeView\nTreeView({str(store)!r}, {tree.root_trace_id!r}, page_limit={LIMIT})"),
+        nbformat.v4.new_code_cell(  # busy until the test lets it go (at most a minute)
+            f"import pathlib, time\nfor _ in range(600):\n    if pathlib.Path({str(flag)!r}).exists():\n        break\n"
+            "    time.sleep(0.1)\nprint('went on')")]
     book.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(book, root / "notebooks" / NOTEBOOK)
     with lab_server(root, work) as server:
-        yield server, str(store), tree.root_trace_id
+        yield server, str(store), tree.root_trace_id, flag
 
 
 def _left_out(view: TreeView) -> list[int]:
@@ -66,15 +81,16 @@ def _left_out(view: TreeView) -> list[int]:
     return [i for i in range(len(view)) if str(i) not in embedded]
 
 
-def test_a_click_beyond_the_page_limit_fetches_the_page_from_the_kernel(setup: tuple[Lab, str, str],
+def test_a_click_beyond_the_page_limit_fetches_the_page_from_the_kernel(setup: tuple[Lab, str, str, Path],
                                                                       tmp_path_factory: pytest.TempPathFactory) -> None:
-    lab, store, root_id = setup
+    lab, store, root_id, flag = setup
     view = TreeView(store, root_id, page_limit=LIMIT)
     nodes = view.nodes
     missing = _left_out(view)
     assert len(missing) == len(view) - LIMIT > 2
-    first, second = missing[-1], missing[-2]
-    expected = TreeView(store, root_id, page_limit=None).page(nodes[first]["id"])
+    first, second, third = missing[-1], missing[-2], missing[-3]
+    full = TreeView(store, root_id, page_limit=None)
+    expected, later = full.page(nodes[first]["id"]), full.page(nodes[third]["id"])
     errors: list[str] = []
     with browser() as chromium:
         page = chromium.new_page(viewport={"width": 1500, "height": 1000})
@@ -102,6 +118,17 @@ def test_a_click_beyond_the_page_limit_fetches_the_page_from_the_kernel(setup: t
             assert out.locator(".ca-page .ca-sec-brief li").first.text_content() == sections["brief"][0]
             assert out.locator(".ca-page .ca-sec-usage li").all_text_contents() == list(sections["usage"])
             assert out.locator(".ca-page .ca-nopage, .ca-page .ca-loading").count() == 0
+
+            # A kernel busy in a cell answers once the cell ends; the page says so meanwhile.
+            page.evaluate(RUN_CELL, 1)
+            page.wait_for_function(BUSY, arg=1, timeout=30_000, polling=100)
+            out.locator(".ca-find").fill(nodes[third]["path"])
+            out.locator(".ca-find").press("Enter")
+            page.wait_for_function(SAYS_BUSY, timeout=30_000, polling=100)
+            assert headline.inner_text().startswith(nodes[third]["path"] + " ")
+            flag.touch()
+            page.wait_for_function(HEADLINE_IS, arg=later.headline, timeout=60_000, polling=100)
+            page.wait_for_function(CELL_DONE, arg=1, timeout=30_000, polling=200)
 
             # Kernel gone: a click on another left-out node says how to get its page.
             assert page.evaluate(SHUT_DOWN) is True

@@ -19,7 +19,7 @@ kernel after display, so a saved notebook reopens as it was — never "model not
 The tree is read straight from the store's records (`TraceReader.read_records`, no messages),
 not through pandas: the first paint of 10,000 traces must stay under a second. Pages are built,
 and their messages read, for the first `page_limit` nodes (breadth first) only; `export_html`
-builds every page.
+builds every page; in a kernel a click fetches any other (`cyber_agent/notebook/tree_view_pages.py`).
 """
 
 from __future__ import annotations

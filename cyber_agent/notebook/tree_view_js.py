@@ -8,7 +8,8 @@ into `roles` / `statuses`), `verdict` (0 none, 1 pass, 2 fail, 3 unknown), `titl
 `running` ([tool, started epoch s]) by node index; `focus`, `legend`. It derives children, depths
 and subtree totals itself, flattens only the expanded levels and keeps only the rows on screen
 in the DOM (a fixed row height, rows rebuilt on scroll). Pages (second JSON block) are parsed on
-the first click. It handles expand / collapse, search (exact path or id first, then text; next
+the first click; a page left out is asked of the kernel when the box has `data-kernel`
+(`cyber_agent/notebook/tree_view_pages.py:KERNEL_JS`), else a note says how to get it. It handles expand / collapse, search (exact path or id first, then text; next
 / previous), a node's page with breadcrumbs, highlights and badges.
 
 Live: a box with `data-key` keeps what is expanded / selected / searched / scrolled, and whether

@@ -88,7 +88,13 @@ def test_a_click_beyond_the_page_limit_fetches_the_page_from_the_kernel(setup: t
     nodes = view.nodes
     missing = _left_out(view)
     assert len(missing) == len(view) - LIMIT > 2
-    first, second, third = missing[-1], missing[-2], missing[-3]
+    first, third = missing[-1], missing[-2]
+    # Clicked in its row: a left-out node shown once `first` is selected (its parent is on first's path).
+    path_of_first, p = set(), nodes[first]["parent"]
+    while p is not None:
+        path_of_first.add(p)
+        p = nodes[p]["parent"]
+    second = next(i for i in reversed(missing) if i not in (first, third) and nodes[i]["parent"] in path_of_first)
     full = TreeView(store, root_id, page_limit=None)
     expected, later = full.page(nodes[first]["id"]), full.page(nodes[third]["id"])
     errors: list[str] = []
@@ -132,8 +138,7 @@ def test_a_click_beyond_the_page_limit_fetches_the_page_from_the_kernel(setup: t
 
             # Kernel gone: a click on another left-out node says how to get its page.
             assert page.evaluate(SHUT_DOWN) is True
-            out.locator(".ca-find").fill(nodes[second]["path"])
-            out.locator(".ca-find").press("Enter")
+            out.locator(f'.ca-row[data-i="{second}"]').click()
             note = out.locator(".ca-page .ca-nopage")
             note.wait_for(timeout=30_000)
             text = note.inner_text()

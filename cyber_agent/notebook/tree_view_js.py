@@ -169,7 +169,8 @@ TREE_JS = r"""
   }
   function showPage(i) {
     if (!N) return;
-    const p = getPages()[i];
+    const ask = !getPages()[i] && root.dataset.kernel && window.__caKernel && window.__caKernel.v >= 1;  // left out: ask the kernel
+    const p = getPages()[i] || (ask ? window.__caKernel.known(root.dataset.kernel, root.dataset.view, ids[i]) : null);
     const crumbs = ancestors(i).map(a => '<a data-i="' + a + '">' + esc(D.path[a]) + '</a>').join(' › ');
     let out = '<div class="ca-crumbs">' + (crumbs ? crumbs + ' › ' : '') + '<b>' + esc(D.path[i]) + '</b></div>';
     out += '<h3 class="ca-headline">' + esc(p ? p[0] : D.path[i] + ' ' + D.roles[D.role[i]]) + '</h3><div class="ca-num">' + esc(ids[i]) + '</div>';
@@ -177,10 +178,10 @@ TREE_JS = r"""
     if (D.running[i]) out += '<div class="ca-run">running' + (D.running[i][0] ? ': ' + esc(D.running[i][0]) : '') + ' · ' + elapsed(D.running[i][1]) + '</div>';
     if ((D.badges[i] || []).length) out += '<div>' + D.badges[i].map(b => '<span class="ca-badge">' + esc(b) + '</span>').join('') + '</div>';
     if (p) for (const [name, lines] of p[1]) out += '<h4>' + esc(name) + '</h4><ul class="ca-sec-' + esc(name) + (name === 'messages' ? ' ca-msgs' : '') + '">' + lines.map(l => '<li>' + esc(l) + '</li>').join('') + '</ul>';
-    else if (root.dataset.kernel && window.__caKernel) out += '<p class="ca-loading">loading page from the kernel…</p>';
+    else if (ask) out += '<p class="ca-loading">loading page from the kernel…</p>';
     else out += noPage(i, '');
     page.innerHTML = out;
-    if (!p && root.dataset.kernel && window.__caKernel) fetchPage(i);
+    if (ask) fetchPage(i);  // a live view's redraw shows the page known so far meanwhile
   }
   function noPage(i, why) {
     return '<p class="ca-nopage">(no page kept for this trace: the tree is larger than the page limit' + (why ? '; ' + esc(why) : '') +

@@ -108,8 +108,8 @@ def fetch_attrs(view: TreeView, key: str) -> str:
 
 KERNEL_JS = r"""
 (function () {
-  if (window.__caKernel) return;
-  const TIMEOUT = 30000, SLOW = 2000, sockets = {}, cache = {};
+  if (window.__caKernel && window.__caKernel.v >= 1) return;  // v: a newer channel replaces an older one
+  const TIMEOUT = 30000, SLOW = 2000, sockets = {}, cache = {}, known = {};
   const NO_KERNEL = kernel => 'no kernel ' + kernel.slice(0, 8) + '… on this server (the notebook was reopened, or its kernel shut down or restarted)';
   function config() {
     const el = document.getElementById('jupyter-config-data');
@@ -184,18 +184,20 @@ KERNEL_JS = r"""
     });
   }
   // page(kernel, view, box, traceId, onSlow): a Promise of [headline, sections] or {error}; never rejects.
-  window.__caKernel = {page: function (kernel, view, box, traceId, onSlow) {
+  // Answers are cached by box (a hash of the view's data: a live view's next snapshot asks again);
+  // known(kernel, view, traceId): the latest page of the trace in any snapshot of the view, or null.
+  window.__caKernel = {v: 1, page: function (kernel, view, box, traceId, onSlow) {
     const k = kernel + '|' + view + '|' + box + '|' + traceId;
     if (cache[k]) return cache[k];
     const slow = window.setTimeout(() => { try { if (onSlow) onSlow(); } catch (e) { /* the view is gone */ } }, SLOW);
     const p = ask(kernel, view, traceId).catch(e => ({error: String(e)})).then(page => {
       window.clearTimeout(slow);
-      if (!page || page.error || !Array.isArray(page)) delete cache[k];
+      if (Array.isArray(page)) known[kernel + '|' + view + '|' + traceId] = page; else delete cache[k];
       return page || {error: 'no answer'};
     });
     cache[k] = p;
     return p;
-  }};
+  }, known: (kernel, view, traceId) => known[kernel + '|' + view + '|' + traceId] || null};
 })();
 """
 """The page's half of the channel: `window.__caKernel.page(...)`, one websocket per kernel, answers cached."""

@@ -102,3 +102,32 @@ def test_only_a_kernel_view_with_pages_left_out_fetches(sample: tuple[str, str],
     assert fetch_attrs(TreeView(store, root, page_limit=None), "all") == ""  # every page embedded
     assert "data-kernel" not in view.to_html(fetch=False) and "data-kernel" not in view.to_document()
     assert "data-kernel" not in export_html(store, root, tmp_path / "run.html").read_text()
+
+
+def test_a_kernel_view_saved_to_a_file_shows_the_note_and_never_throws(sample: tuple[str, str],
+                                                                      monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # The HTML of a view displayed in a kernel, opened where no Jupyter server is (file://): the note, no error.
+    from browser_lab import browser
+
+    store, root = sample
+    monkeypatch.setattr(tree_view_pages, "kernel_id", lambda: "0f1e2d3c-aaaa-bbbb-cccc-000000000000")
+    view = TreeView(store, root, page_limit=LIMIT)
+    left_out = [i for i in range(len(view)) if str(i) not in view.pages_data()][-1]
+    path = tmp_path / "saved.html"
+    path.write_text(f'<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>{view.to_html()}</body></html>')
+    with browser() as chromium:
+        page = chromium.new_context(offline=True).new_page()
+        page.set_default_timeout(10_000)
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        page.goto(path.as_uri())
+        page.wait_for_selector(".ca-tree .ca-row")
+        page.locator(".ca-find").fill(view.nodes[left_out]["path"])
+        page.locator(".ca-find").press("Enter")
+        note = page.locator(".ca-page .ca-nopage")
+        note.wait_for()
+        assert "no Jupyter server to ask here" in note.inner_text() and "TreeView.page(" in note.inner_text()
+        page.locator(".ca-find").fill("root")
+        page.locator(".ca-find").press("Enter")  # an embedded page still shows
+        assert page.locator(".ca-page .ca-headline").inner_text().startswith("root ")
+        assert errors == []

@@ -19,7 +19,7 @@ kernel after display, so a saved notebook reopens as it was — never "model not
 The tree is read straight from the store's records (`TraceReader.read_records`, no messages),
 not through pandas: the first paint of 10,000 traces must stay under a second. Pages are built,
 and their messages read, for the first `page_limit` nodes (breadth first) only; `export_html`
-builds every page.
+builds every page; in a kernel a click fetches any other (`cyber_agent/notebook/tree_view_pages.py`).
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from cyber_agent.notebook.frames import TraceFrames
 from cyber_agent.notebook.records import StoreSource, TraceRecord, open_source
 from cyber_agent.notebook.tree_labels import VERDICT_MARKS, TraceText, distinct_titles, trace_objective, trace_texts
 from cyber_agent.notebook.tree_view_js import TREE_CSS, TREE_JS
+from cyber_agent.notebook.tree_view_pages import KERNEL_JS, fetch_attrs
 from cyber_agent.trace.bulk import gc_paused
 from cyber_agent.trace.models import Message
 from cyber_agent.trace.protocols import TraceReader
@@ -633,16 +634,18 @@ class TreeView(RichDisplay):
         return "<ul>" + "".join(item(r) for r in kids.get(-1, []) if budget[0] > 0) + "</ul>"
 
     @gc_paused()
-    def to_html(self, *, key: str | None = None) -> str:
+    def to_html(self, *, key: str | None = None, fetch: bool = True) -> str:
         """The view as an HTML fragment: data, pages, script and static outline (no random ids: a hash of the data).
 
         `key` names the view across re-renders (a live view keeps what is expanded and selected).
+        `fetch`: in a kernel, let a click fetch a page left out (`cyber_agent/notebook/tree_view_pages.py`).
         """
         payload = _json(self.data())
         pages = _json(self.pages_data())
         box = "ca-tree-" + hashlib.sha1((payload + pages).encode()).hexdigest()[:12]
-        keyed = f' data-key="{html.escape(key)}"' if key else ""
-        return (f'<div class="ca-tree-box" id="{box}"{keyed}><style>{TREE_CSS}</style>'
+        keyed = (f' data-key="{html.escape(key)}"' if key else "") + (fetch_attrs(self, key or box) if fetch else "")
+        channel = f"<script>{KERNEL_JS}</script>" if "data-kernel" in keyed else ""
+        return (f'<div class="ca-tree-box" id="{box}"{keyed}><style>{TREE_CSS}</style>{channel}'
                 f'<div class="ca-static">{self._static()}</div>'
                 f'<script type="application/json" class="ca-data">{payload}</script>'
                 f'<script type="application/json" class="ca-pages">{pages}</script>'
@@ -652,7 +655,7 @@ class TreeView(RichDisplay):
         """A whole HTML page holding the view (what `export_html` writes)."""
         name = html.escape(title or self.title or f"cyber_agent run {', '.join(self.root_ids)}")
         return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{name}</title></head>'
-                f"<body><h2>{name}</h2>{self.budget_html()}{self.to_html()}</body></html>\n")
+                f"<body><h2>{name}</h2>{self.budget_html()}{self.to_html(fetch=False)}</body></html>\n")
 
     def budget_html(self) -> str:
         """A line per root: traces, cost, tokens and LLM calls of its whole tree."""

@@ -8,7 +8,8 @@ into `roles` / `statuses`), `verdict` (0 none, 1 pass, 2 fail, 3 unknown), `titl
 `running` ([tool, started epoch s]) by node index; `focus`, `legend`. It derives children, depths
 and subtree totals itself, flattens only the expanded levels and keeps only the rows on screen
 in the DOM (a fixed row height, rows rebuilt on scroll). Pages (second JSON block) are parsed on
-the first click. It handles expand / collapse, search (exact path or id first, then text; next
+the first click; a page left out is asked of the kernel when the box has `data-kernel`
+(`cyber_agent/notebook/tree_view_pages.py:KERNEL_JS`), else a note says how to get it. It handles expand / collapse, search (exact path or id first, then text; next
 / previous), a node's page with breadcrumbs, highlights and badges.
 
 Live: a box with `data-key` keeps what is expanded / selected / searched / scrolled, and whether
@@ -168,7 +169,8 @@ TREE_JS = r"""
   }
   function showPage(i) {
     if (!N) return;
-    const p = getPages()[i];
+    const ask = !getPages()[i] && root.dataset.kernel && window.__caKernel && window.__caKernel.v >= 1;  // left out: ask the kernel
+    const p = getPages()[i] || (ask ? window.__caKernel.known(root.dataset.kernel, root.dataset.view, ids[i]) : null);
     const crumbs = ancestors(i).map(a => '<a data-i="' + a + '">' + esc(D.path[a]) + '</a>').join(' › ');
     let out = '<div class="ca-crumbs">' + (crumbs ? crumbs + ' › ' : '') + '<b>' + esc(D.path[i]) + '</b></div>';
     out += '<h3 class="ca-headline">' + esc(p ? p[0] : D.path[i] + ' ' + D.roles[D.role[i]]) + '</h3><div class="ca-num">' + esc(ids[i]) + '</div>';
@@ -176,8 +178,25 @@ TREE_JS = r"""
     if (D.running[i]) out += '<div class="ca-run">running' + (D.running[i][0] ? ': ' + esc(D.running[i][0]) : '') + ' · ' + elapsed(D.running[i][1]) + '</div>';
     if ((D.badges[i] || []).length) out += '<div>' + D.badges[i].map(b => '<span class="ca-badge">' + esc(b) + '</span>').join('') + '</div>';
     if (p) for (const [name, lines] of p[1]) out += '<h4>' + esc(name) + '</h4><ul class="ca-sec-' + esc(name) + (name === 'messages' ? ' ca-msgs' : '') + '">' + lines.map(l => '<li>' + esc(l) + '</li>').join('') + '</ul>';
-    else out += '<p>(no page kept for this trace: the tree is larger than the page limit; TreeView.page(trace_id) or export_html shows it)</p>';
+    else if (ask) out += '<p class="ca-loading">loading page from the kernel…</p>';
+    else out += noPage(i, '');
     page.innerHTML = out;
+    if (ask) fetchPage(i);  // a live view's redraw shows the page known so far meanwhile
+  }
+  function noPage(i, why) {
+    return '<p class="ca-nopage">(no page kept for this trace: the tree is larger than the page limit' + (why ? '; ' + esc(why) : '') +
+      '; TreeView.page(' + esc(JSON.stringify(ids[i])) + ') or export_html shows it)</p>';
+  }
+  function fetchPage(i) {  // a page left out, from the kernel that displayed the view (tree_view_pages.py)
+    const wanted = ids[i], loading = () => page.querySelector('.ca-loading');
+    const mine = () => root.isConnected && selected === i && ids[i] === wanted;
+    window.__caKernel.page(root.dataset.kernel, root.dataset.view, root.id, wanted, () => {
+      if (mine() && loading()) loading().textContent = 'still loading the page: a kernel busy with a running cell answers once it ends…';
+    }).then(got => {
+      if (Array.isArray(got)) getPages()[i] = got;
+      if (!mine()) return;
+      if (Array.isArray(got)) showPage(i); else if (loading()) loading().outerHTML = noPage(i, (got && got.error) || 'no answer');
+    }).catch(() => {});
   }
   function select(i, scroll, quiet) {
     selected = i;

@@ -14,6 +14,7 @@ with NumPy. The frames equal the records path's (`frame_rows.py`), which
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -132,45 +133,27 @@ class ColumnarFrames:
 
     # ---- the tool-calls frame ------------------------------------------------------------------
     def tool_calls(self) -> pd.DataFrame:
-        """One row per tool call, joined to the first later result with its id (as `frame_rows.py:_add_calls`)."""
+        """One row per tool call, joined to the first later result with its id (as `frame_rows.py:_add_calls`).
+
+        The join is Arrow's (hash join on trace and call id, then the least later result sequence per
+        call): no Python loop walks the calls or the results."""
         import pyarrow as pa
 
         pc = self._pc
         table, sequence = self.table, self.sequence
         n = len(sequence)
         callers = np.flatnonzero(_ints(table["n_tool_calls"], "n_tool_calls") > 0) if n else np.zeros(0, np.int64)
-        is_tool = np.asarray(pc.equal(self.roles, "tool").fill_null(False)) if n else np.zeros(0, bool)
-        results = np.flatnonzero(is_tool & np.asarray(table["tool_call_id"].is_valid())) if n else np.zeros(0, np.int64)
-        result_trace = table["trace_id"].take(results).to_pylist()
-        result_call = table["tool_call_id"].take(results).to_pylist()
-        by_call: dict[tuple[str, str], list[int]] = {}
-        for row, trace_id, call_id in zip(results.tolist(), result_trace, result_call, strict=True):
-            if call_id:
-                by_call.setdefault((trace_id, call_id), []).append(row)
-        caller_trace = table["trace_id"].take(callers).to_pylist()
-        caller_rows: list[int] = []
-        joined: list[int | None] = []
-        call_index: list[int] = []
-        call_ids: list[Any] = []
-        names: list[Any] = []
-        arguments: list[Any] = []
-        sequences = sequence.tolist()
-        for row, trace_id, calls in zip(callers.tolist(), caller_trace, self.read.calls, strict=True):
-            after = sequences[row]
-            for index, (call_id, name, args) in enumerate(calls):
-                match = None
-                for result in by_call.get((trace_id, call_id), ()):
-                    if sequences[result] > after:
-                        match = result
-                        break
-                caller_rows.append(row)
-                joined.append(match)
-                call_index.append(index)
-                call_ids.append(call_id)
-                names.append(name)
-                arguments.append(args)
+        per_message = self.read.calls
+        counts = np.fromiter(map(len, per_message), dtype=np.int64, count=len(per_message))
+        flat = list(chain.from_iterable(per_message))
+        caller_rows = np.repeat(callers, counts)
+        call_index = np.arange(len(flat), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+        call_ids = pa.array([call[0] for call in flat], pa.string())
+        names = pa.array([call[1] for call in flat], pa.string())
+        arguments = _objects([call[2] for call in flat])
+        del flat
+        hit = self._results_of(caller_rows, call_ids)
         take = pa.array(caller_rows, pa.int64())
-        hit = pa.array(joined, pa.int64())
         lengths = pc.utf8_length(table["text"])  # the lengths, not the texts, are taken for the results
         text_chars = pc.if_else(pc.equal(table["content_is_text"], 1), lengths, pa.scalar(None, lengths.type))
         result_rows = table.select(["sequence", "is_error", "refused", "truncated", "summarized", "duration_ms"]
@@ -180,11 +163,11 @@ class ColumnarFrames:
         values: dict[str, Any] = {
             "trace_id": _pandas(table["trace_id"].take(take), S, "trace_id"),
             "message_id": _pandas(table["message_id"].take(take), S, "message_id"),
-            "sequence": sequence[np.asarray(caller_rows, dtype=np.int64)],
-            "call_index": np.asarray(call_index, dtype=np.int64),
-            "call_id": _pandas(pa.array(call_ids, pa.string()), S, "call_id"),
-            "tool_name": _pandas(pa.array(names, pa.string()), S, "tool_name"),
-            "arguments": _objects(arguments),
+            "sequence": sequence[caller_rows],
+            "call_index": call_index,
+            "call_id": _pandas(call_ids, S, "call_id"),
+            "tool_name": _pandas(names, S, "tool_name"),
+            "arguments": arguments,
             "result_sequence": _pandas(result_rows["sequence"], NI, "result_sequence"),
             "is_error": _flag(result_rows["is_error"], found),
             "refused": _pandas(result_rows["refused"], S, "refused"),
@@ -195,6 +178,32 @@ class ColumnarFrames:
             "created_at": _pandas(table["created_at"].take(take), TS, "created_at"),
         }
         return pd.DataFrame({c.name: values[c.name] for c in FRAME_COLUMNS["tool_calls"]}, copy=False)
+
+    def _results_of(self, caller_rows: np.ndarray, call_ids: pa.Array) -> pa.Array:
+        """Per call (its message's row, its id), the row of the first later tool result with its id (null: none)."""
+        import pyarrow as pa
+
+        pc = self._pc
+        table, sequence = self.table, self.sequence
+        found = np.full(len(caller_rows), -1, dtype=np.int64)
+        if len(caller_rows) and len(sequence):
+            result_id = table["tool_call_id"]
+            answers = pc.and_(pc.equal(self.roles, "tool"), pc.not_equal(result_id, "")).fill_null(False)
+            rows = np.flatnonzero(np.asarray(answers))
+            results = pa.table({"trace_id": table["trace_id"].take(rows), "call_id": result_id.take(rows),
+                                "result_sequence": sequence[rows], "result_row": rows})
+            calls = pa.table({"call": np.arange(len(caller_rows), dtype=np.int64),
+                              "trace_id": table["trace_id"].take(caller_rows), "call_id": call_ids,
+                              "sequence": sequence[caller_rows]})
+            pairs = calls.join(results, keys=["trace_id", "call_id"], join_type="inner")
+            pairs = pairs.filter(pc.greater(pairs["result_sequence"], pairs["sequence"]))
+            if pairs.num_rows:
+                call = pairs["call"].to_numpy()
+                later = pairs["result_sequence"].to_numpy()
+                order = np.lexsort((later, call))  # by call, then by result sequence
+                call, first = np.unique(call[order], return_index=True)
+                found[call] = pairs["result_row"].to_numpy()[order][first]
+        return pa.array(found, pa.int64(), mask=found < 0)
 
 
 def _flag(values: pa.ChunkedArray, found: np.ndarray) -> pd.arrays.BooleanArray:

@@ -188,8 +188,8 @@ class PostgresTraceStore(RetriedWrites):
         return converted
 
     # ---- columnar reads (`SQLTraceStore.read_columns`): PostgreSQL's JSON operators ------------------------
-    _MESSAGE_COLUMNS_SQL = (SQLTraceStore._MESSAGE_COLUMNS_SQL[0].replace("data -> '$.content'",
-                                                                           "(data::json -> 'content')::text"), "sequence")
+    _REFUSED_SQL = (SQLTraceStore._REFUSED_SQL[0].replace("data -> '$.content'", "(data::json -> 'content')::text"),
+                    *SQLTraceStore._REFUSED_SQL[1:])
     # Each event's JSON parsed once (`j`), not once per field; the outer WHERE reaches the table's index.
     _EVENT_COLUMNS_SQL = ("""
 SELECT trace_id, event_id, type, j ->> 'created_at' AS created_at,
@@ -200,7 +200,7 @@ SELECT trace_id, event_id, type, j ->> 'created_at' AS created_at,
        j -> 'payload' ->> 'status' AS status,
        (CASE WHEN type = 'message_added' AND (shared = 1 OR json_typeof(j -> 'payload' -> 'message') = 'object')
              THEN ((j -> 'payload')::jsonb - 'message')::json ELSE j -> 'payload' END)::text AS payload
-FROM (SELECT trace_id, event_id, type, sequence, shared, data::json AS j FROM events) AS events""", "event_id")
+FROM (SELECT trace_id, event_id, type, sequence, shared, data::json AS j FROM events) AS events""", "", "event_id")
 
     def _rows_and_names(self, sql: str, params: Sequence[Any]) -> tuple[list[Any], list[str]]:
         with self.connection() as conn:

@@ -30,6 +30,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from cyber_agent.errors import CorruptRecordError, InvalidUpdateError
+from cyber_agent.trace.bulk import gc_paused
 from cyber_agent.trace.columnar import (
     EVENT_FIELDS,
     MESSAGE_FIELDS,
@@ -43,7 +44,7 @@ from cyber_agent.trace.event_payloads import check_payload
 from cyber_agent.trace.events import EVENT_TYPES, EventType, TraceEvent, encode_event, encode_json
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Message, Trace
-from cyber_agent.trace.records import JSONRecord, TraceRecord
+from cyber_agent.trace.records import JSONRecord, TraceRecord, select_trees
 from cyber_agent.trace.sqlite_schema import MessageColumns, message_columns
 from cyber_agent.trace.store_base import BaseTraceStore, _Hot
 from cyber_agent.trace.store_listing import DamagedEntry, damaged_record
@@ -225,15 +226,7 @@ class SQLTraceStore(BaseTraceStore):
 
     def _read_side_record(self, trace_id: str, name: str) -> dict[str, Any] | None:
         rows = self._query("SELECT data FROM side_records WHERE trace_id = ? AND name = ?", (trace_id, name))
-        if not rows:
-            return None
-        try:
-            data = json.loads(rows[0][0])
-        except ValueError as exc:
-            raise CorruptRecordError(self._where(trace_id, name), f"invalid JSON ({exc})") from None
-        if not isinstance(data, dict):
-            raise CorruptRecordError(self._where(trace_id, name), f"expected a JSON object, got {type(data).__name__}")
-        return data
+        return self._side_record(trace_id, name, rows[0][0] if rows else None)
 
     def _write_side_record(self, trace_id: str, name: str, data: str) -> None:
         with self._transaction(trace_id):
@@ -468,11 +461,14 @@ class SQLTraceStore(BaseTraceStore):
         )
 
     # ---- columnar reads (`cyber_agent/trace/columnar.py`): what the analysis frames are built from ---------
-    # Each query is (SELECT ... FROM table, its order within a trace); `_columnar_session` runs it for many traces.
-    # `refused_content`: the JSON content of a refused tool result that is not text (rare), read only for those rows.
-    _MESSAGE_COLUMNS_SQL = ("SELECT " + ", ".join(name for name, _ in MESSAGE_FIELDS) + ", tool_calls, "
-                            "CASE WHEN role = 'tool' AND refused IS NOT NULL AND content_is_text = 0 "
-                            "THEN data -> '$.content' END AS refused_content FROM messages", "sequence")
+    # Each query is (SELECT ... FROM table, a condition after the trace's, its order within a trace);
+    # `_columnar_session` runs it for many traces. The message query reads typed columns only (on SQLite the
+    # covering index `messages_columns`, `sqlite_schema.py:_V4`): no row's JSON is read for it.
+    _MESSAGE_COLUMNS_SQL = ("SELECT " + ", ".join(name for name, _ in MESSAGE_FIELDS) + ", tool_calls FROM messages",
+                            "", "sequence")
+    # The JSON content of a refused tool result that is not text (rare; SQLite's partial index `messages_refused`).
+    _REFUSED_SQL = ("SELECT trace_id, sequence, data -> '$.content' AS content FROM messages",
+                    " AND role = 'tool' AND refused IS NOT NULL AND content_is_text = 0", "sequence")
     # A `message_added` payload without its message (the messages table has it), as the file store's reader gives it;
     # the payload fields the events frame lifts into columns, read here so no Python loop walks the payloads.
     _EVENT_COLUMNS_SQL = ("""
@@ -484,23 +480,23 @@ SELECT trace_id, event_id, type, data ->> '$.created_at' AS created_at,
        data ->> '$.payload.status' AS status,
        CASE WHEN type = 'message_added' AND (shared = 1 OR json_type(data, '$.payload.message') = 'object')
             THEN json_remove(data -> '$.payload', '$.message') ELSE data -> '$.payload' END AS payload
-FROM events""", "event_id")
+FROM events""", "", "event_id")
     _IDS_PER_QUERY = 500
 
     @contextmanager
-    def _columnar_session(self) -> Iterator[Callable[[tuple[str, str], Sequence[str], Any], Any]]:
+    def _columnar_session(self) -> Iterator[Callable[[tuple[str, str, str], Sequence[str], Any], Any]]:
         """A function running a query (`_MESSAGE_COLUMNS_SQL`'s shape) for the traces `ids` and returning their
         rows as an Arrow table of `schema`, trace after trace in the order of `ids`. This default reads
         chunks of ids with `IN (...)` and builds the table from the driver's rows; a store with an
         Arrow-native driver overrides it."""
         import pyarrow as pa
 
-        def run(query: tuple[str, str], ids: Sequence[str], schema: pa.Schema) -> pa.Table:
-            select, order = query
+        def run(query: tuple[str, str, str], ids: Sequence[str], schema: pa.Schema) -> pa.Table:
+            select, condition, order = query
             parts = []
             for start in range(0, len(ids), self._IDS_PER_QUERY):
                 chunk = list(ids[start:start + self._IDS_PER_QUERY])
-                sql = f"{select} WHERE trace_id IN ({', '.join('?' * len(chunk))}) ORDER BY trace_id, {order}"
+                sql = f"{select} WHERE trace_id IN ({', '.join('?' * len(chunk))}){condition} ORDER BY trace_id, {order}"
                 rows, _ = self._rows_and_names(sql, chunk)
                 if rows:
                     parts.append(pa.table([pa.array(column, f.type) for column, f in
@@ -523,11 +519,63 @@ FROM events""", "event_id")
         """The trees of `read_records` (read without messages and events), their messages and events as Arrow
         columns (`cyber_agent/trace/columnar.py`) read with a few queries for all of them; a trace whose rows
         are damaged (an event's or a tool call's JSON) is left out and named in `ColumnarRead.damaged`."""
-        records, damaged = self._read_selected(root_ids, messages=False, events=False)
+        if self._deferred:
+            self._settle()
+        records, damaged = self._records_without_rows(root_ids)
         read = self._columns_of(records, messages, events)
         bad = {entry.name for entry in read.damaged}
         return dataclasses.replace(read, records=[r for r in records if r.trace_id not in bad],
                                    damaged=[*damaged, *read.damaged])
+
+    _SIDE_RECORDS_SQL = "SELECT trace_id, name, data FROM side_records WHERE name IN ('resource_usage', 'tool_approvals')"
+
+    def _records_without_rows(self, root_ids: Sequence[str] | None) -> tuple[list[TraceRecord], list[DamagedEntry]]:
+        """`_read_selected` without messages and events, in two queries for all traces (not three per trace: on
+        PostgreSQL each is a round trip to the server); a trace with a damaged row is left out and named."""
+        if isinstance(root_ids, str):
+            raise InvalidUpdateError(f"root_ids must be a sequence of trace ids, got the string {root_ids!r}")
+        for root_id in root_ids or ():
+            validate_trace_id(root_id)
+        metas, goals, damaged = [], {}, []
+        with gc_paused():
+            for trace_id, data, tree in self._query("SELECT trace_id, data, goals FROM traces"):
+                try:
+                    metas.append(json.loads(data))
+                except ValueError as exc:
+                    damaged.append(DamagedEntry(name=trace_id, path=self._where(trace_id, "traces"), kind="corrupt",
+                                                detail=f"invalid JSON ({exc})"))
+                    continue
+                goals[trace_id] = tree
+            sides: dict[tuple[str, str], str] = {(trace_id, name): data
+                                                 for trace_id, name, data in self._query(self._SIDE_RECORDS_SQL)}
+            records = []
+            for meta in select_trees(metas, root_ids):
+                trace_id = meta["trace_id"]
+                try:
+                    try:
+                        tree = json.loads(goals[trace_id])
+                    except (ValueError, TypeError) as exc:
+                        raise CorruptRecordError(self._where(trace_id, "traces.goals"),
+                                                 f"invalid JSON ({type(exc).__name__}: {str(exc)[:200]})") from None
+                    records.append(TraceRecord(
+                        trace=meta, goal_tree=tree, messages=[], events=[],
+                        resource_usage=self._side_record(trace_id, "resource_usage", sides.get((trace_id, "resource_usage"))),
+                        tool_approvals=self._side_record(trace_id, "tool_approvals", sides.get((trace_id, "tool_approvals")))))
+                except (CorruptRecordError, ValueError, KeyError, TypeError) as exc:
+                    damaged.append(damaged_record(trace_id, self._record_location(meta), exc))
+        return records, damaged
+
+    def _side_record(self, trace_id: str, name: str, raw: str | None) -> dict[str, Any] | None:
+        """A side record's JSON text parsed (as `_read_side_record` reads it), None when absent."""
+        if raw is None:
+            return None
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise CorruptRecordError(self._where(trace_id, name), f"invalid JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise CorruptRecordError(self._where(trace_id, name), f"expected a JSON object, got {type(data).__name__}")
+        return data
 
     def _columns_of(self, records: Sequence[TraceRecord], messages: bool, events: bool) -> ColumnarRead:
         ids = [record.trace_id for record in records]
@@ -551,19 +599,19 @@ FROM events""", "event_id")
     def _read_columns(self, ids: Sequence[str], messages: bool, events: bool) -> ColumnarRead:
         import pyarrow as pa
 
-        message_schema = pa.schema([*arrow_schema(MESSAGE_FIELDS), pa.field("tool_calls", pa.string()),
-                                    pa.field("refused_content", pa.string())])
+        message_schema = pa.schema([*arrow_schema(MESSAGE_FIELDS), pa.field("tool_calls", pa.string())])
+        refused_schema = pa.schema([("trace_id", pa.string()), ("sequence", pa.int64()), ("content", pa.string())])
         event_schema = pa.schema([*arrow_schema(EVENT_FIELDS), pa.field("payload", pa.string())])
         with self._columnar_session() as run:
             table = typed(run(self._MESSAGE_COLUMNS_SQL, ids, message_schema), message_schema) if messages and ids \
                 else message_schema.empty_table()
+            refused = typed(run(self._REFUSED_SQL, ids, refused_schema), refused_schema) if messages and ids \
+                else refused_schema.empty_table()
             event_table = typed(run(self._EVENT_COLUMNS_SQL, ids, event_schema), event_schema) if events and ids \
                 else event_schema.empty_table()
-        refused = table.filter(table["refused_content"].is_valid()) if table["refused_content"].null_count < len(table) \
-            else table.slice(0, 0)
         contents = {(trace_id, sequence): json.loads(content) for trace_id, sequence, content in zip(
-            *(refused[name].to_pylist() for name in ("trace_id", "sequence", "refused_content")), strict=True)}
-        return ColumnarRead(records=[], messages=table.drop_columns(["tool_calls", "refused_content"]),
+            *(refused[name].to_pylist() for name in ("trace_id", "sequence", "content")), strict=True)}
+        return ColumnarRead(records=[], messages=table.drop_columns(["tool_calls"]),
                             calls=json_values(table["tool_calls"]), contents=contents,
                             events=event_table.drop_columns(["payload"]),
                             payloads=json_values(event_table["payload"], keep_nulls=True))

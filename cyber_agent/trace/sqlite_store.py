@@ -232,12 +232,17 @@ class SQLiteTraceStore(SQLTraceStore):
         conn.execute(sql, params)
 
     # ---- columnar reads: SQLite's rows straight into Arrow (ADBC), no Python object per value ----------------
+    # Through the partial index (`sqlite_schema.py:_V4`) by name: the planner would take the primary key's range
+    # of the trace, which reads every message row of it.
+    _REFUSED_SQL = (SQLTraceStore._REFUSED_SQL[0].replace("FROM messages", "FROM messages INDEXED BY messages_refused"),
+                    *SQLTraceStore._REFUSED_SQL[1:])
+
     def _rows_and_names(self, sql: str, params: Sequence[Any]) -> tuple[list[Any], list[str]]:
         cursor = self._conn().execute(sql, params)
         return cursor.fetchall(), [d[0] for d in cursor.description or ()]
 
     @contextmanager
-    def _columnar_session(self) -> Iterator[Callable[[tuple[str, str], Sequence[str], Any], Any]]:
+    def _columnar_session(self) -> Iterator[Callable[[tuple[str, str, str], Sequence[str], Any], Any]]:
         try:
             from adbc_driver_sqlite import dbapi as adbc
         except ImportError:  # the `frames` extra is not installed: the rows go through Python objects
@@ -248,14 +253,14 @@ class SQLiteTraceStore(SQLTraceStore):
 
         # Read-only, its own connection: it sees what is committed, as every read here does.
         with adbc.connect(f"{self.path.resolve().as_uri()}?mode=ro") as conn, conn.cursor() as cursor:
-            def run(query: tuple[str, str], ids: Sequence[str], schema: pa.Schema) -> pa.Table:
-                select, order = query
+            def run(query: tuple[str, str, str], ids: Sequence[str], schema: pa.Schema) -> pa.Table:
+                select, condition, order = query
                 # One batch for the whole result: the driver types each column from its first batch, and a
                 # column that starts with NULLs would be typed from nothing.
                 cursor.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(2**30)})
                 # The ids bound as a table: the statement runs once per id, results in that order (each a
                 # range of the primary key), so nothing is sorted or reordered afterwards.
-                cursor.execute(f"{select} WHERE trace_id = ? ORDER BY {order}", pa.table({"trace_id": list(ids)}))
+                cursor.execute(f"{select} WHERE trace_id = ?{condition} ORDER BY {order}", pa.table({"trace_id": list(ids)}))
                 table: pa.Table = cursor.fetch_arrow_table()
                 return table if table.num_rows else schema.empty_table()
 

@@ -54,6 +54,7 @@ from cyber_agent.trace.postgres_listen import listen_events
 from cyber_agent.trace.postgres_retry import RetriedWrites, _ConnectionLost, write_deadline
 from cyber_agent.trace.postgres_schema import migrate
 from cyber_agent.trace.postgres_url import OPTIONS, parse_url, redact_url
+from cyber_agent.trace.columnar import in_order
 from cyber_agent.trace.sql_store import _INSERT_TRACE, SQLTraceStore
 
 __all__ = ["EVENTS_CHANNEL", "FAULT_POINTS", "MARKER_TRACE", "STOPS_CHANNEL", "PostgresTraceStore"]
@@ -201,6 +202,34 @@ SELECT trace_id, event_id, type, j ->> 'created_at' AS created_at,
        (CASE WHEN type = 'message_added' AND (shared = 1 OR json_typeof(j -> 'payload' -> 'message') = 'object')
              THEN ((j -> 'payload')::jsonb - 'message')::json ELSE j -> 'payload' END)::text AS payload
 FROM (SELECT trace_id, event_id, type, sequence, shared, data::json AS j FROM events) AS events""", "", "event_id")
+
+    @contextmanager
+    def _columnar_session(self) -> Iterator[Callable[[tuple[str, str, str], Sequence[str], Any], Any]]:
+        """Each query's rows as CSV (`COPY (SELECT ...) TO STDOUT`, one stream for all traces) parsed by Arrow's
+        CSV reader into the schema's types: no Python object per row or value (`fetchall` made one per value)."""
+        import pyarrow as pa
+        from pyarrow import csv
+
+        def run(query: tuple[str, str, str], ids: Sequence[str], schema: pa.Schema) -> pa.Table:
+            select, condition, order = query
+            sql = (f"COPY ({select} WHERE trace_id = ANY(%s){condition} ORDER BY trace_id, {order}) "
+                   "TO STDOUT WITH (FORMAT csv)")  # bound client side: COPY takes no parameters
+            data = bytearray()
+            with self.connection() as conn, conn.cursor() as cursor, cursor.copy(sql, (list(ids),)) as copy:
+                for block in copy:
+                    data += block
+            if not data:
+                return schema.empty_table()
+            table = csv.read_csv(
+                pa.py_buffer(data), read_options=csv.ReadOptions(column_names=schema.names),
+                parse_options=csv.ParseOptions(newlines_in_values=True),
+                # NULL is an unquoted empty field, an empty text a quoted one ("")
+                convert_options=csv.ConvertOptions(column_types=schema, null_values=[""], strings_can_be_null=True,
+                                                   quoted_strings_can_be_null=False))
+            del data
+            return in_order(table, ids)
+
+        yield run
 
     def _rows_and_names(self, sql: str, params: Sequence[Any]) -> tuple[list[Any], list[str]]:
         with self.connection() as conn:

@@ -37,7 +37,9 @@ __all__ = [
     "arrow_available",
     "arrow_schema",
     "columns_of_records",
+    "event_columns",
     "in_order",
+    "ordered",
     "json_values",
     "typed",
 ]
@@ -300,6 +302,22 @@ def in_order(table: pa.Table, ids: Sequence[str]) -> pa.Table:
     return table.take(np.concatenate([np.arange(start, end) for start, end in spans]))
 
 
+def ordered(table: pa.Table, order: str) -> pa.Table:
+    """`table` with each trace's rows together and by `order` (a column): as it is when they already are."""
+    if table.num_rows < 2:
+        return table
+    import numpy as np
+    import pyarrow.compute as pc
+
+    traces = table["trace_id"].combine_chunks()
+    values = np.asarray(table[order].to_numpy())
+    same = np.asarray(pc.equal(traces[1:], traces[:-1]).fill_null(False))
+    runs = pc.run_end_encode(traces).values
+    if (values[1:][same] > values[:-1][same]).all() and len(pc.unique(runs)) == len(runs):
+        return table
+    return table.sort_by([("trace_id", "ascending"), (order, "ascending")])
+
+
 def json_values(column: pa.ChunkedArray, *, keep_nulls: bool = False) -> list[Any]:
     """The parsed values of a column of JSON texts, with one `json.loads` for all (None for a null when
     `keep_nulls`, else nulls are skipped): far cheaper than one call, and one Python string, per row."""
@@ -313,3 +331,56 @@ def json_values(column: pa.ChunkedArray, *, keep_nulls: bool = False) -> list[An
     joined = pc.binary_join(pa.LargeListArray.from_arrays(pa.array([0, len(values)], pa.int64()), values), pa.scalar(",", pa.large_string()))
     parsed: list[Any] = json.loads("[" + joined[0].as_py() + "]")
     return parsed
+
+
+EVENT_ROWS: tuple[tuple[str, str], ...] = (
+    ("trace_id", "string"), ("event_id", "int64"), ("type", "string"), ("sequence", "int64"), ("shared", "int64"),
+    ("data", "string"),
+)
+"""The events table's own columns, as `event_columns` takes them (`sequence`: a shared message's)."""
+
+
+def _text(value: Any) -> str | None:
+    """A lifted payload field as the SQL reads it (`->>`): text as is, anything else as its JSON."""
+    return value if value is None or isinstance(value, str) else json.dumps(value)
+
+
+def event_columns(rows: pa.Table) -> tuple[pa.Table, list[Any]]:
+    """The `EVENT_FIELDS` table and payloads of event rows (`EVENT_ROWS`), each event's JSON parsed once here,
+    as `cyber_agent/trace/sql_store.py:SQLTraceStore._EVENT_COLUMNS_SQL` lifts them; for a server whose JSON
+    functions cost more than Python's parser (PostgreSQL's `->` parses a `json` value again for each field)."""
+    import pyarrow as pa
+
+    parsed = json_values(rows["data"])
+    kinds, sequences, shared = (rows[name].to_pylist() for name in ("type", "sequence", "shared"))
+    created: list[str | None] = []
+    lifted: list[Any] = []
+    goals: list[str | None] = []
+    sub_traces: list[str | None] = []
+    statuses: list[str | None] = []
+    payloads: list[Any] = []
+    for event, kind, sequence, is_shared in zip(parsed, kinds, sequences, shared, strict=True):
+        created.append(_text(event.get("created_at")))
+        payload = event.get("payload")
+        if not isinstance(payload, dict):
+            lifted.append(None if is_shared != 1 else sequence)
+            goals.append(None)
+            sub_traces.append(None)
+            statuses.append(None)
+            payloads.append(payload)
+            continue
+        message = payload.get("message")
+        lifted.append(sequence if is_shared == 1 else message.get("sequence") if isinstance(message, dict) else None)
+        if kind == "message_added" and (is_shared == 1 or isinstance(message, dict)):
+            payload = {key: value for key, value in payload.items() if key != "message"}
+        goal = payload.get("goal")
+        goals.append(_text(payload.get("goal_id") or None) or (_text(goal.get("id")) if isinstance(goal, dict) else None))
+        sub_traces.append(_text(payload.get("trace_id")) if kind in _SUB_TRACE_EVENTS else None)
+        statuses.append(_text(payload.get("status")))
+        payloads.append(payload)
+    values = {"created_at": created, "message_sequence": lifted, "goal_id": goals, "sub_trace_id": sub_traces,
+              "status": statuses}
+    schema = arrow_schema(EVENT_FIELDS)
+    table = pa.table([rows[f.name] if f.name in ("trace_id", "event_id", "type") else pa.array(values[f.name], f.type)
+                      for f in schema], schema=schema)
+    return table, payloads

@@ -25,7 +25,7 @@ import time
 from abc import abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -50,6 +50,9 @@ from cyber_agent.trace.store_base import BaseTraceStore, _Hot
 from cyber_agent.trace.store_listing import DamagedEntry, damaged_record
 from cyber_agent.trace.trace_id import validate_trace_id
 from cyber_agent.trace.side_records import StopRequest, stop_request_from
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["EVENTS_SQL", "SQLTraceStore", "events_of"]
 
@@ -527,29 +530,23 @@ FROM events""", "", "event_id")
         return dataclasses.replace(read, records=[r for r in records if r.trace_id not in bad],
                                    damaged=[*damaged, *read.damaged])
 
-    _SIDE_RECORDS_SQL = "SELECT trace_id, name, data FROM side_records WHERE name IN ('resource_usage', 'tool_approvals')"
-
     def _records_without_rows(self, root_ids: Sequence[str] | None) -> tuple[list[TraceRecord], list[DamagedEntry]]:
-        """`_read_selected` without messages and events, in two queries for all traces (not three per trace: on
-        PostgreSQL each is a round trip to the server); a trace with a damaged row is left out and named."""
+        """`_read_selected` without messages and events: the goal trees and side records of the selected traces
+        read with one query each (per `_IDS_PER_QUERY` traces), not three queries per trace (on PostgreSQL each
+        a round trip to the server); a trace with a damaged row is left out and named."""
         if isinstance(root_ids, str):
             raise InvalidUpdateError(f"root_ids must be a sequence of trace ids, got the string {root_ids!r}")
         for root_id in root_ids or ():
             validate_trace_id(root_id)
-        metas, goals, damaged = [], {}, []
         with gc_paused():
-            for trace_id, data, tree in self._query("SELECT trace_id, data, goals FROM traces"):
-                try:
-                    metas.append(json.loads(data))
-                except ValueError as exc:
-                    damaged.append(DamagedEntry(name=trace_id, path=self._where(trace_id, "traces"), kind="corrupt",
-                                                detail=f"invalid JSON ({exc})"))
-                    continue
-                goals[trace_id] = tree
-            sides: dict[tuple[str, str], str] = {(trace_id, name): data
-                                                 for trace_id, name, data in self._query(self._SIDE_RECORDS_SQL)}
+            metas, damaged = self._record_metas()
+            selected = select_trees(metas, root_ids)
+            ids = None if root_ids is None else [meta["trace_id"] for meta in selected]
+            goals = dict(self._rows_of("SELECT trace_id, goals FROM traces", ids))
+            sides: dict[tuple[str, str], str] = {(trace_id, name): data for trace_id, name, data in self._rows_of(
+                "SELECT trace_id, name, data FROM side_records WHERE name IN ('resource_usage', 'tool_approvals')", ids)}
             records = []
-            for meta in select_trees(metas, root_ids):
+            for meta in selected:
                 trace_id = meta["trace_id"]
                 try:
                     try:
@@ -564,6 +561,17 @@ FROM events""", "", "event_id")
                 except (CorruptRecordError, ValueError, KeyError, TypeError) as exc:
                     damaged.append(damaged_record(trace_id, self._record_location(meta), exc))
         return records, damaged
+
+    def _rows_of(self, sql: str, ids: Sequence[str] | None) -> list[Any]:
+        """The rows of `sql` (a SELECT of one table, maybe with a WHERE) of the traces `ids` (every trace when None)."""
+        if ids is None:
+            return self._query(sql)
+        rows: list[Any] = []
+        glue = " AND " if " WHERE " in sql else " WHERE "
+        for start in range(0, len(ids), self._IDS_PER_QUERY):
+            chunk = list(ids[start:start + self._IDS_PER_QUERY])
+            rows.extend(self._query(f"{sql}{glue}trace_id IN ({', '.join('?' * len(chunk))})", chunk))
+        return rows
 
     def _side_record(self, trace_id: str, name: str, raw: str | None) -> dict[str, Any] | None:
         """A side record's JSON text parsed (as `_read_side_record` reads it), None when absent."""
@@ -601,20 +609,26 @@ FROM events""", "", "event_id")
 
         message_schema = pa.schema([*arrow_schema(MESSAGE_FIELDS), pa.field("tool_calls", pa.string())])
         refused_schema = pa.schema([("trace_id", pa.string()), ("sequence", pa.int64()), ("content", pa.string())])
-        event_schema = pa.schema([*arrow_schema(EVENT_FIELDS), pa.field("payload", pa.string())])
         with self._columnar_session() as run:
             table = typed(run(self._MESSAGE_COLUMNS_SQL, ids, message_schema), message_schema) if messages and ids \
                 else message_schema.empty_table()
             refused = typed(run(self._REFUSED_SQL, ids, refused_schema), refused_schema) if messages and ids \
                 else refused_schema.empty_table()
-            event_table = typed(run(self._EVENT_COLUMNS_SQL, ids, event_schema), event_schema) if events and ids \
-                else event_schema.empty_table()
+            event_table, payloads = self._event_columns(run, ids) if events and ids else (
+                arrow_schema(EVENT_FIELDS).empty_table(), [])
         contents = {(trace_id, sequence): json.loads(content) for trace_id, sequence, content in zip(
             *(refused[name].to_pylist() for name in ("trace_id", "sequence", "content")), strict=True)}
         return ColumnarRead(records=[], messages=table.drop_columns(["tool_calls"]),
-                            calls=json_values(table["tool_calls"]), contents=contents,
-                            events=event_table.drop_columns(["payload"]),
-                            payloads=json_values(event_table["payload"], keep_nulls=True))
+                            calls=json_values(table["tool_calls"]), contents=contents, events=event_table,
+                            payloads=payloads)
+
+    def _event_columns(self, run: Callable[..., Any], ids: Sequence[str]) -> tuple[pa.Table, list[Any]]:
+        """The events table (`EVENT_FIELDS`) and the payloads of the traces `ids`, the fields lifted by SQL."""
+        import pyarrow as pa
+
+        schema = pa.schema([*arrow_schema(EVENT_FIELDS), pa.field("payload", pa.string())])
+        table = typed(run(self._EVENT_COLUMNS_SQL, ids, schema), schema)
+        return table.drop_columns(["payload"]), json_values(table["payload"], keep_nulls=True)
 
     def trace_ids_under(self, root_ids: Sequence[str]) -> list[str]:
         """Every trace id of the trees under `root_ids` (a recursive SQL walk of `parent_trace_id`)."""

@@ -14,7 +14,6 @@ with NumPy. The frames equal the records path's (`frame_rows.py`), which
 from __future__ import annotations
 
 from collections.abc import Sequence
-from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -46,6 +45,13 @@ class ColumnarFrames:
         self.sequence = _ints(table["sequence"], "sequence")
         self.spans = _spans(table, records)
         """Per record, the (start, end) of its rows in the messages table."""
+        self._created_at: Any = None
+
+    def created_at(self) -> Any:
+        """The messages' `created_at` as the frames' timestamps (parsed once: the tool-calls frame takes its own)."""
+        if self._created_at is None:
+            self._created_at = _pandas(self.table["created_at"], TS, "created_at")
+        return self._created_at
 
     # ---- the messages frame --------------------------------------------------------------------
     def messages(self) -> pd.DataFrame:
@@ -53,7 +59,9 @@ class ColumnarFrames:
         reads = columns_read("messages")
         out: dict[str, Any] = {}
         for column in FRAME_COLUMNS["messages"]:
-            if column.read is not None:
+            if column.name == "created_at":
+                out[column.name] = self.created_at()
+            elif column.read is not None:
                 out[column.name] = _pandas(table[reads[column.name]], column.dtype, column.name)
             elif column.name == "total_tokens":
                 out[column.name] = (_ints(table["prompt_tokens"], "prompt_tokens")
@@ -135,23 +143,17 @@ class ColumnarFrames:
     def tool_calls(self) -> pd.DataFrame:
         """One row per tool call, joined to the first later result with its id (as `frame_rows.py:_add_calls`).
 
-        The join is Arrow's (hash join on trace and call id, then the least later result sequence per
-        call): no Python loop walks the calls or the results."""
+        The calls come as columns (`ColumnarRead.calls`) and are joined in Arrow (`_results_of`): no Python
+        loop walks the calls or the results."""
         import pyarrow as pa
 
         pc = self._pc
         table, sequence = self.table, self.sequence
-        n = len(sequence)
-        callers = np.flatnonzero(_ints(table["n_tool_calls"], "n_tool_calls") > 0) if n else np.zeros(0, np.int64)
-        per_message = self.read.calls
-        counts = np.fromiter(map(len, per_message), dtype=np.int64, count=len(per_message))
-        flat = list(chain.from_iterable(per_message))
-        caller_rows = np.repeat(callers, counts)
-        call_index = np.arange(len(flat), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-        call_ids = pa.array([call[0] for call in flat], pa.string())
-        names = pa.array([call[1] for call in flat], pa.string())
-        arguments = _objects([call[2] for call in flat])
-        del flat
+        calls = self.read.calls
+        caller_rows = np.asarray(calls["message_row"].to_numpy(), dtype=np.int64)
+        call_index = np.asarray(calls["call_index"].to_numpy(), dtype=np.int64)
+        call_ids, names = calls["call_id"], calls["tool_name"]
+        arguments = _objects(self.read.arguments)
         hit = self._results_of(caller_rows, call_ids)
         take = pa.array(caller_rows, pa.int64())
         lengths = pc.utf8_length(table["text"])  # the lengths, not the texts, are taken for the results
@@ -175,34 +177,46 @@ class ColumnarFrames:
             "summarized": _flag(result_rows["summarized"], found),
             "result_chars": _pandas(chars, NI, "result_chars"),
             "duration_ms": _pandas(result_rows["duration_ms"], F, "duration_ms"),
-            "created_at": _pandas(table["created_at"].take(take), TS, "created_at"),
+            "created_at": self.created_at().take(caller_rows),
         }
         return pd.DataFrame({c.name: values[c.name] for c in FRAME_COLUMNS["tool_calls"]}, copy=False)
 
-    def _results_of(self, caller_rows: np.ndarray, call_ids: pa.Array) -> pa.Array:
-        """Per call (its message's row, its id), the row of the first later tool result with its id (null: none)."""
+    def _results_of(self, caller_rows: np.ndarray, call_ids: pa.ChunkedArray) -> pa.Array:
+        """Per call (its message's row, its id), the row of the first later tool result with its id (null: none).
+
+        Each (trace, call id) has one result in almost every store: then one hash lookup per call
+        (`index_in`) finds it. When some id answers more than once (a rewound branch re-ran a call), a
+        hash join of every (call, result) pair and the least later result sequence per call."""
         import pyarrow as pa
 
         pc = self._pc
         table, sequence = self.table, self.sequence
         found = np.full(len(caller_rows), -1, dtype=np.int64)
-        if len(caller_rows) and len(sequence):
-            result_id = table["tool_call_id"]
-            answers = pc.and_(pc.equal(self.roles, "tool"), pc.not_equal(result_id, "")).fill_null(False)
-            rows = np.flatnonzero(np.asarray(answers))
-            results = pa.table({"trace_id": table["trace_id"].take(rows), "call_id": result_id.take(rows),
-                                "result_sequence": sequence[rows], "result_row": rows})
-            calls = pa.table({"call": np.arange(len(caller_rows), dtype=np.int64),
-                              "trace_id": table["trace_id"].take(caller_rows), "call_id": call_ids,
-                              "sequence": sequence[caller_rows]})
-            pairs = calls.join(results, keys=["trace_id", "call_id"], join_type="inner")
-            pairs = pairs.filter(pc.greater(pairs["result_sequence"], pairs["sequence"]))
-            if pairs.num_rows:
-                call = pairs["call"].to_numpy()
-                later = pairs["result_sequence"].to_numpy()
-                order = np.lexsort((later, call))  # by call, then by result sequence
-                call, first = np.unique(call[order], return_index=True)
-                found[call] = pairs["result_row"].to_numpy()[order][first]
+        result_id = table["tool_call_id"]
+        answers = pc.and_(pc.equal(self.roles, "tool"), pc.not_equal(result_id, "")).fill_null(False) \
+            if len(caller_rows) and len(sequence) else None
+        rows = np.flatnonzero(np.asarray(answers)) if answers is not None else np.zeros(0, np.int64)
+        if not len(rows):
+            return pa.array(found, pa.int64(), mask=found < 0)
+        trace_ids = table["trace_id"]
+        keys = pc.binary_join_element_wise(trace_ids.take(rows), result_id.take(rows), "\x00")
+        wanted = pc.binary_join_element_wise(trace_ids.take(caller_rows), call_ids, "\x00")
+        if pc.count_distinct(keys).as_py() == len(keys):
+            where = pc.index_in(wanted, value_set=keys.combine_chunks(), skip_nulls=True)
+            hit = np.asarray(where.is_valid()) if where.null_count else np.ones(len(where), dtype=bool)
+            candidate = rows[np.asarray(where.fill_null(0).to_numpy(), dtype=np.int64)]
+            later = hit & (sequence[candidate] > sequence[caller_rows])
+            found[later] = candidate[later]
+            return pa.array(found, pa.int64(), mask=found < 0)
+        results = pa.table({"key": keys, "result_sequence": sequence[rows], "result_row": rows})
+        pairs = pa.table({"call": np.arange(len(caller_rows), dtype=np.int64), "key": wanted,
+                          "sequence": sequence[caller_rows]}).join(results, keys="key", join_type="inner")
+        pairs = pairs.filter(pc.greater(pairs["result_sequence"], pairs["sequence"]))
+        if pairs.num_rows:
+            call = np.asarray(pairs["call"].to_numpy())
+            order = np.lexsort((np.asarray(pairs["result_sequence"].to_numpy()), call))  # by call, then result sequence
+            call, first = np.unique(call[order], return_index=True)
+            found[call] = np.asarray(pairs["result_row"].to_numpy())[order][first]
         return pa.array(found, pa.int64(), mask=found < 0)
 
 

@@ -19,6 +19,7 @@ import json
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from cyber_agent.trace.models import refusal_kind
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = [
+    "CALL_FIELDS",
     "EVENT_FIELDS",
     "MESSAGE_FIELDS",
     "ColumnBuilder",
@@ -38,6 +40,7 @@ __all__ = [
     "arrow_schema",
     "columns_of_records",
     "event_columns",
+    "flat_calls",
     "in_order",
     "ordered",
     "json_values",
@@ -51,6 +54,10 @@ MESSAGE_FIELDS: tuple[tuple[str, str], ...] = (
     *((name, _SQL_TYPES[kind]) for name, kind in MESSAGE_COLUMNS if name != "tool_calls"),
 )
 """Columns of `ColumnarRead.messages` and their Arrow types: the typed message values, without the tool-call JSON."""
+CALL_FIELDS: tuple[tuple[str, str], ...] = (
+    ("message_row", "int64"), ("call_index", "int64"), ("call_id", "string"), ("tool_name", "string"),
+)
+"""Columns of `ColumnarRead.calls`: the call's message (its row in `messages`), its position in the turn, id, tool."""
 EVENT_FIELDS: tuple[tuple[str, str], ...] = (
     ("trace_id", "string"), ("event_id", "int64"), ("type", "string"), ("created_at", "string"),
     ("message_sequence", "int64"), ("goal_id", "string"), ("sub_trace_id", "string"), ("status", "string"),
@@ -85,8 +92,10 @@ class ColumnarRead:
     """The traces, parents first, without their messages and events (damaged traces left out)."""
     messages: pa.Table
     """`MESSAGE_FIELDS`, one row per message."""
-    calls: list[list[list[Any]]]
-    """One list per message with tool calls (`n_tool_calls > 0`), in row order: `[call id, name, arguments]` each."""
+    calls: pa.Table
+    """`CALL_FIELDS`, one row per tool call, in message row order: `message_row` is its message's row in `messages`."""
+    arguments: list[Any]
+    """Each call's arguments (parsed; `{}` when absent), in the rows of `calls`."""
     contents: dict[tuple[str, int], Any]
     """(trace id, sequence) -> parsed content of each refused tool result whose content is not text."""
     events: pa.Table
@@ -133,6 +142,7 @@ class ColumnBuilder:
         self.message_columns: dict[str, list[Any]] = {name: [] for name, _ in MESSAGE_FIELDS}
         self.event_columns: dict[str, list[Any]] = {name: [] for name, _ in EVENT_FIELDS}
         self.calls: list[list[list[Any]]] = []
+        self.call_rows: list[int] = []
         self.contents: dict[tuple[str, int], Any] = {}
         self.payloads: list[Any] = []
 
@@ -147,11 +157,13 @@ class ColumnBuilder:
     def _add_messages(self, record: TraceRecord) -> None:
         messages = record.messages
         start = len(self.message_columns["sequence"])
+        calls = len(self.calls)
         try:
             self._append_messages(record.trace_id, messages)
         except KeyError:  # an older or foreign record without some fields: undo, then read it with the defaults
             for values in self.message_columns.values():
                 del values[start:]
+            del self.calls[calls:], self.call_rows[calls:]
             self._append_messages(record.trace_id, [{**_MESSAGE_DEFAULTS, **m} for m in messages])
 
     def _append_messages(self, trace_id: str, messages: list[JSONRecord]) -> None:
@@ -160,13 +172,15 @@ class ColumnBuilder:
          prompt_tokens, completion_tokens, cached_tokens, cost, duration_ms, created_at, text, n_tool_calls,
          tool_call_names, is_error, refused, model, usage_estimated, cost_estimated, cost_unpriced, truncated,
          summarized, content_is_text) = (cols[name].append for name, _ in MESSAGE_FIELDS)
-        calls_of, contents = self.calls.append, self.contents
+        calls_of, call_rows, contents = self.calls.append, self.call_rows.append, self.contents
+        row = len(self.message_columns["sequence"])
         for m in messages:
             # One C call reads every field (a missing one raises KeyError: see `_add_messages`).
             (sequence, key, kind, goal, parent, fork, call_id, tool, about, prompt, completion, cached, price, duration,
              created, content, metadata) = _MESSAGE_FIELDS(m)
             trace_ids(trace_id)
             sequences(sequence)
+            row += 1
             message_id(key)
             role(kind)
             goal_id(goal)
@@ -195,6 +209,7 @@ class ColumnBuilder:
                 content_is_text(0)
                 if calls:
                     calls_of([[c.get("id"), c.get("name"), c.get("arguments") or {}] for c in calls if isinstance(c, dict)])
+                    call_rows(row - 1)
             else:
                 text(None if content is None else json.dumps(content))
                 n_tool_calls(0)
@@ -263,9 +278,27 @@ class ColumnBuilder:
             schema = arrow_schema(fields)
             return pa.table([pa.array(columns[f.name], f.type) for f in schema], schema=schema)
 
-        return ColumnarRead(records=records, messages=table(self.message_columns, MESSAGE_FIELDS), calls=self.calls,
-                            contents=self.contents, events=table(self.event_columns, EVENT_FIELDS),
+        calls, arguments = flat_calls(self.call_rows, self.calls)
+        return ColumnarRead(records=records, messages=table(self.message_columns, MESSAGE_FIELDS), calls=calls,
+                            arguments=arguments, contents=self.contents, events=table(self.event_columns, EVENT_FIELDS),
                             payloads=self.payloads, damaged=damaged)
+
+
+def flat_calls(rows: Sequence[int] | Any, per_message: list[list[list[Any]]]) -> tuple[pa.Table, list[Any]]:
+    """The `CALL_FIELDS` table and the arguments of each message's tool calls (`per_message[i]`: the `[call id, name,
+    arguments]` of the message at row `rows[i]`); the nested lists can be freed as soon as this returns."""
+    import numpy as np
+    import pyarrow as pa
+
+    counts = np.fromiter(map(len, per_message), dtype=np.int64, count=len(per_message))
+    flat = list(chain.from_iterable(per_message))
+    starts = np.repeat(np.cumsum(counts) - counts, counts)
+    columns = {"message_row": np.repeat(np.asarray(rows, dtype=np.int64), counts),
+               "call_index": np.arange(len(flat), dtype=np.int64) - starts,
+               "call_id": [call[0] for call in flat], "tool_name": [call[1] for call in flat]}
+    schema = arrow_schema(CALL_FIELDS)
+    return (pa.table([pa.array(columns[f.name], f.type) for f in schema], schema=schema),
+            [call[2] for call in flat])
 
 
 def columns_of_records(records: Sequence[TraceRecord], *, messages: bool = True, events: bool = True) -> ColumnarRead:

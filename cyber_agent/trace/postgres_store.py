@@ -195,6 +195,8 @@ class PostgresTraceStore(RetriedWrites):
     # server's `->` parses a `json` value again for every field it lifts (6-8 per row, ~15 us per event).
     _EVENT_ROWS_SQL = ("SELECT " + ", ".join(name for name, _ in EVENT_ROWS) + " FROM events", "", "event_id")
 
+    _parallel_columns = True  # two pooled connections: the server reads the events while the messages are parsed
+
     def _event_columns(self, run: Callable[..., Any], ids: Sequence[str]) -> tuple[Any, list[Any]]:
         rows = run(self._EVENT_ROWS_SQL, ids, arrow_schema(EVENT_ROWS))
         return event_columns(rows)

@@ -23,6 +23,7 @@ import json
 import threading
 import time
 from abc import abstractmethod
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
@@ -32,10 +33,12 @@ from pydantic import ValidationError
 from cyber_agent.errors import CorruptRecordError, InvalidUpdateError
 from cyber_agent.trace.bulk import gc_paused
 from cyber_agent.trace.columnar import (
+    CALL_FIELDS,
     EVENT_FIELDS,
     MESSAGE_FIELDS,
     ColumnarRead,
     arrow_schema,
+    flat_calls,
     in_order,
     json_values,
     typed,
@@ -604,23 +607,43 @@ FROM events""", "", "event_id")
                 healthy.append(trace_id)
         return dataclasses.replace(self._read_columns(healthy, messages, events), damaged=damaged)
 
+    _parallel_columns = False
+    """Whether `_read_columns` reads the messages and the events at once, each in its own session (a driver that
+    lets go of the GIL while it reads: the other part's JSON is parsed meanwhile)."""
+
     def _read_columns(self, ids: Sequence[str], messages: bool, events: bool) -> ColumnarRead:
+        empty: tuple[Any, ...] = (arrow_schema(MESSAGE_FIELDS).empty_table(), arrow_schema(CALL_FIELDS).empty_table(), [], {})
+        if self._parallel_columns and messages and events and ids:
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cyber-agent-columns") as pool:
+                later = pool.submit(self._in_session, self._event_columns, ids)
+                table, calls, arguments, contents = self._in_session(self._message_columns, ids)
+                event_table, payloads = later.result()
+        else:
+            table, calls, arguments, contents = self._in_session(self._message_columns, ids) if messages and ids else empty
+            event_table, payloads = self._in_session(self._event_columns, ids) if events and ids else (
+                arrow_schema(EVENT_FIELDS).empty_table(), [])
+        return ColumnarRead(records=[], messages=table, calls=calls, arguments=arguments, contents=contents,
+                            events=event_table, payloads=payloads)
+
+    def _in_session(self, part: Callable[[Callable[..., Any], Sequence[str]], Any], ids: Sequence[str]) -> Any:
+        with self._columnar_session() as run:
+            return part(run, ids)
+
+    def _message_columns(self, run: Callable[..., Any], ids: Sequence[str]) -> tuple[
+            pa.Table, pa.Table, list[Any], dict[tuple[str, int], Any]]:
+        """The messages table (`MESSAGE_FIELDS`), the calls table and arguments, the refused contents of `ids`."""
+        import numpy as np
         import pyarrow as pa
 
-        message_schema = pa.schema([*arrow_schema(MESSAGE_FIELDS), pa.field("tool_calls", pa.string())])
+        schema = pa.schema([*arrow_schema(MESSAGE_FIELDS), pa.field("tool_calls", pa.string())])
         refused_schema = pa.schema([("trace_id", pa.string()), ("sequence", pa.int64()), ("content", pa.string())])
-        with self._columnar_session() as run:
-            table = typed(run(self._MESSAGE_COLUMNS_SQL, ids, message_schema), message_schema) if messages and ids \
-                else message_schema.empty_table()
-            refused = typed(run(self._REFUSED_SQL, ids, refused_schema), refused_schema) if messages and ids \
-                else refused_schema.empty_table()
-            event_table, payloads = self._event_columns(run, ids) if events and ids else (
-                arrow_schema(EVENT_FIELDS).empty_table(), [])
+        table = typed(run(self._MESSAGE_COLUMNS_SQL, ids, schema), schema)
+        refused = typed(run(self._REFUSED_SQL, ids, refused_schema), refused_schema)
         contents = {(trace_id, sequence): json.loads(content) for trace_id, sequence, content in zip(
             *(refused[name].to_pylist() for name in ("trace_id", "sequence", "content")), strict=True)}
-        return ColumnarRead(records=[], messages=table.drop_columns(["tool_calls"]),
-                            calls=json_values(table["tool_calls"]), contents=contents, events=event_table,
-                            payloads=payloads)
+        rows: Any = np.flatnonzero(np.asarray(table["tool_calls"].is_valid())) if len(table) else []
+        calls, arguments = flat_calls(rows, json_values(table["tool_calls"]))
+        return table.drop_columns(["tool_calls"]), calls, arguments, contents
 
     def _event_columns(self, run: Callable[..., Any], ids: Sequence[str]) -> tuple[pa.Table, list[Any]]:
         """The events table (`EVENT_FIELDS`) and the payloads of the traces `ids`, the fields lifted by SQL."""

@@ -253,6 +253,11 @@ class SQLiteTraceStore(SQLTraceStore):
 
         # Read-only, its own connection: it sees what is committed, as every read here does.
         with adbc.connect(f"{self.path.resolve().as_uri()}?mode=ro") as conn, conn.cursor() as cursor:
+            # Another connection opening the database at the same moment (the other part of a parallel read)
+            # holds its lock briefly: wait for it as every connection of this store does.
+            cursor.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            cursor.fetchall()
+
             def run(query: tuple[str, str, str], ids: Sequence[str], schema: pa.Schema) -> pa.Table:
                 select, condition, order = query
                 # One batch for the whole result: the driver types each column from its first batch, and a
@@ -265,6 +270,15 @@ class SQLiteTraceStore(SQLTraceStore):
                 return table if table.num_rows else schema.empty_table()
 
             yield run
+
+    @property
+    def _parallel_columns(self) -> bool:  # type: ignore[override]
+        """With ADBC, each part of a columnar read has a connection of its own (the stdlib's would stay open per thread)."""
+        try:
+            import adbc_driver_sqlite.dbapi  # noqa: F401
+        except ImportError:
+            return False
+        return True
 
     def _is_damage(self, exc: BaseException) -> bool:
         if super()._is_damage(exc):

@@ -184,33 +184,57 @@ class ColumnarFrames:
     def _results_of(self, caller_rows: np.ndarray, call_ids: pa.ChunkedArray) -> pa.Array:
         """Per call (its message's row, its id), the row of the first later tool result with its id (null: none).
 
-        Each (trace, call id) has one result in almost every store: then one hash lookup per call
-        (`index_in`) finds it. When some id answers more than once (a rewound branch re-ran a call), a
-        hash join of every (call, result) pair and the least later result sequence per call."""
+        The ids of calls and results are dictionary-encoded together (one hash pass); each result is then
+        the integer (trace, id, sequence), sorted, and a call's result is found by a binary search for
+        its own (trace, id, sequence): the next larger key, if it has the call's trace and id. No string
+        key per row is built and no Python loop runs."""
         import pyarrow as pa
 
         pc = self._pc
         table, sequence = self.table, self.sequence
         found = np.full(len(caller_rows), -1, dtype=np.int64)
         result_id = table["tool_call_id"]
-        answers = pc.and_(pc.equal(self.roles, "tool"), pc.not_equal(result_id, "")).fill_null(False) \
-            if len(caller_rows) and len(sequence) else None
-        rows = np.flatnonzero(np.asarray(answers)) if answers is not None else np.zeros(0, np.int64)
+        if not (len(caller_rows) and len(sequence)):
+            return pa.array(found, pa.int64(), mask=found < 0)
+        answers = pc.and_(pc.equal(self.roles, "tool"), pc.not_equal(result_id, "")).fill_null(False)
+        rows = np.flatnonzero(np.asarray(answers))
         if not len(rows):
             return pa.array(found, pa.int64(), mask=found < 0)
-        trace_ids = table["trace_id"]
-        keys = pc.binary_join_element_wise(trace_ids.take(rows), result_id.take(rows), "\x00")
-        wanted = pc.binary_join_element_wise(trace_ids.take(caller_rows), call_ids, "\x00")
-        if pc.count_distinct(keys).as_py() == len(keys):
-            where = pc.index_in(wanted, value_set=keys.combine_chunks(), skip_nulls=True)
-            hit = np.asarray(where.is_valid()) if where.null_count else np.ones(len(where), dtype=bool)
-            candidate = rows[np.asarray(where.fill_null(0).to_numpy(), dtype=np.int64)]
-            later = hit & (sequence[candidate] > sequence[caller_rows])
-            found[later] = candidate[later]
-            return pa.array(found, pa.int64(), mask=found < 0)
-        results = pa.table({"key": keys, "result_sequence": sequence[rows], "result_row": rows})
-        pairs = pa.table({"call": np.arange(len(caller_rows), dtype=np.int64), "key": wanted,
-                          "sequence": sequence[caller_rows]}).join(results, keys="key", join_type="inner")
+        both = pa.chunked_array([*result_id.take(rows).chunks, *call_ids.chunks], type=pa.string())
+        encoded = pc.dictionary_encode(both.combine_chunks())
+        codes = np.asarray(encoded.indices.fill_null(-1).to_numpy(), dtype=np.int64)
+        trace = self._trace_codes()
+        ids, top = len(encoded.dictionary) + 1, int(sequence.max()) + 1
+        if (int(trace[-1]) + 1) * ids * top >= 2**62:  # pragma: no cover - beyond any store: the hash join instead
+            return self._joined(caller_rows, call_ids, rows)
+        keys = (trace[rows] * ids + codes[:len(rows)]) * top + sequence[rows]
+        order = np.argsort(keys, kind="stable")
+        keys = keys[order]
+        wanted = trace[caller_rows] * ids + codes[len(rows):]
+        at = np.searchsorted(keys, wanted * top + sequence[caller_rows], side="right")  # the first later sequence
+        inside = at < len(keys)
+        at[~inside] = 0
+        hit = inside & (codes[len(rows):] >= 0) & (keys[at] // top == wanted)
+        found[hit] = rows[order[at[hit]]]
+        return pa.array(found, pa.int64(), mask=found < 0)
+
+    def _trace_codes(self) -> np.ndarray:
+        """Per message row, the number of its trace's run of rows (the rows of a trace are together)."""
+        runs = self._pc.run_end_encode(self.table["trace_id"].combine_chunks())
+        ends = np.asarray(runs.run_ends.to_numpy(), dtype=np.int64)
+        return np.repeat(np.arange(len(ends), dtype=np.int64), np.diff(ends, prepend=0))
+
+    def _joined(self, caller_rows: np.ndarray, call_ids: pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
+        """`_results_of` by a hash join of every (call, result) pair with the same trace and id."""
+        import pyarrow as pa
+
+        pc, table, sequence = self._pc, self.table, self.sequence
+        found = np.full(len(caller_rows), -1, dtype=np.int64)
+        results = pa.table({"trace_id": table["trace_id"].take(rows), "call_id": table["tool_call_id"].take(rows),
+                            "result_sequence": sequence[rows], "result_row": rows})
+        pairs = pa.table({"call": np.arange(len(caller_rows), dtype=np.int64),
+                          "trace_id": table["trace_id"].take(caller_rows), "call_id": call_ids,
+                          "sequence": sequence[caller_rows]}).join(results, keys=["trace_id", "call_id"], join_type="inner")
         pairs = pairs.filter(pc.greater(pairs["result_sequence"], pairs["sequence"]))
         if pairs.num_rows:
             call = np.asarray(pairs["call"].to_numpy())

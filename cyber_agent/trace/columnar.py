@@ -38,6 +38,7 @@ __all__ = [
     "ColumnarRead",
     "arrow_available",
     "arrow_schema",
+    "calls_of_column",
     "columns_of_records",
     "event_columns",
     "flat_calls",
@@ -299,6 +300,22 @@ def flat_calls(rows: Sequence[int] | Any, per_message: list[list[list[Any]]]) ->
     schema = arrow_schema(CALL_FIELDS)
     return (pa.table([pa.array(columns[f.name], f.type) for f in schema], schema=schema),
             [call[2] for call in flat])
+
+
+def calls_of_column(rows: Any, texts: pa.ChunkedArray, *, chunk: int = 1 << 16) -> tuple[pa.Table, list[Any]]:
+    """`flat_calls` of a column of the stored tool-call JSON (`[[id, name, arguments], ...]` per message; `rows`: the
+    rows of its non-null values), parsed `chunk` messages at a time: the lists and the id and name strings of one
+    chunk are freed (their memory reused by the next) before the next is parsed; only the arguments stay."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    values = pc.drop_null(texts)
+    parts, arguments = [], []
+    for start in range(0, len(values), chunk):
+        table, parsed = flat_calls(rows[start:start + chunk], json_values(values.slice(start, chunk)))
+        parts.append(table)
+        arguments.extend(parsed)
+    return (pa.concat_tables(parts) if parts else arrow_schema(CALL_FIELDS).empty_table()), arguments
 
 
 def columns_of_records(records: Sequence[TraceRecord], *, messages: bool = True, events: bool = True) -> ColumnarRead:

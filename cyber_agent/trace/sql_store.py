@@ -38,7 +38,7 @@ from cyber_agent.trace.columnar import (
     MESSAGE_FIELDS,
     ColumnarRead,
     arrow_schema,
-    flat_calls,
+    calls_of_column,
     in_order,
     json_values,
     typed,
@@ -642,7 +642,7 @@ FROM events""", "", "event_id")
         contents = {(trace_id, sequence): json.loads(content) for trace_id, sequence, content in zip(
             *(refused[name].to_pylist() for name in ("trace_id", "sequence", "content")), strict=True)}
         rows: Any = np.flatnonzero(np.asarray(table["tool_calls"].is_valid())) if len(table) else []
-        calls, arguments = flat_calls(rows, json_values(table["tool_calls"]))
+        calls, arguments = calls_of_column(rows, table["tool_calls"])
         return table.drop_columns(["tool_calls"]), calls, arguments, contents
 
     def _event_columns(self, run: Callable[..., Any], ids: Sequence[str]) -> tuple[pa.Table, list[Any]]:

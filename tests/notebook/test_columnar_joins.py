@@ -1,0 +1,64 @@
+"""The columnar path's vectorised pieces agree with their plain versions: the call/result search with the hash
+join (`cyber_agent/notebook/columnar.py:ColumnarFrames._results_of` / `_joined`), the chunked parse of the stored
+tool calls with the whole (`cyber_agent/trace/columnar.py:calls_of_column`), and `ordered`."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pyarrow as pa
+
+from cyber_agent.notebook.columnar import ColumnarFrames
+from cyber_agent.trace import InMemoryTraceStore, Message, Trace
+from cyber_agent.trace.columnar import calls_of_column, flat_calls, json_values, ordered
+
+
+async def _calls(store: InMemoryTraceStore) -> None:
+    for task in ("one", "two"):
+        trace = Trace.create(task=task)
+        await store.create_trace(trace)
+        tid = trace.trace_id
+        for step, (role, content, call_id) in enumerate((
+                ("assistant", {"text": None, "tool_calls": [{"id": "a", "name": "x"}, {"id": "b", "name": "y"}]}, None),
+                ("tool", "late a", "a"),  # answers the call above
+                ("tool", "stray b", "b"),
+                ("assistant", {"text": None, "tool_calls": [{"id": "a", "name": "x"}, {"id": "c", "name": "z"}]}, None),
+                ("tool", "again a", "a"),  # the reused id: the first result after the second call
+                ("tool", "", ""))):  # an empty id never answers
+            await store.add_message(Message.create(trace_id=tid, role=role, content=content, tool_call_id=call_id,
+                                                   tool_name="x" if call_id is not None else None,
+                                                   parent_sequence=step or None))
+
+
+def test_the_call_search_finds_what_the_hash_join_finds() -> None:
+    store = InMemoryTraceStore()
+    asyncio.run(_calls(store))
+    read = store.read_columns(None)
+    frames = ColumnarFrames(read.records, read)
+    caller_rows = np.asarray(read.calls["message_row"].to_numpy(), dtype=np.int64)
+    rows = np.flatnonzero(np.asarray(frames.roles.to_numpy(zero_copy_only=False) == "tool"))
+    searched = frames._results_of(caller_rows, read.calls["call_id"])
+    joined = frames._joined(caller_rows, read.calls["call_id"], rows[[i for i in range(len(rows))
+                                                                       if read.messages["tool_call_id"][int(rows[i])].as_py()]])
+    assert searched.to_pylist() == joined.to_pylist()
+    sequences = read.messages["sequence"].to_pylist()
+    assert [None if r is None else sequences[r] for r in searched.to_pylist()] == [2, 3, 5, None] * 2
+
+
+def test_the_stored_calls_parse_the_same_in_chunks() -> None:
+    texts = pa.chunked_array([pa.array(['[["a","x",{"k":1}]]', None, '[["b","y",{}],["c","z",{"n":[1]}]]']),
+                              pa.array(['[["d","w",{}]]'])])
+    rows = np.array([0, 2, 3])
+    whole = flat_calls(rows, json_values(texts))
+    for chunk in (1, 2, 10):
+        table, arguments = calls_of_column(rows, texts, chunk=chunk)
+        assert table.equals(whole[0]) and arguments == whole[1] == [{"k": 1}, {}, {"n": [1]}, {}]
+    assert whole[0]["message_row"].to_pylist() == [0, 2, 2, 3] and whole[0]["call_index"].to_pylist() == [0, 0, 1, 0]
+
+
+def test_ordered_keeps_an_ordered_table_and_sorts_any_other() -> None:
+    table = pa.table({"trace_id": ["b", "b", "a"], "n": [1, 2, 1]})
+    assert ordered(table, "n") is table
+    shuffled = pa.table({"trace_id": ["b", "a", "b"], "n": [2, 1, 1]})
+    assert ordered(shuffled, "n").to_pydict() == {"trace_id": ["a", "b", "b"], "n": [1, 1, 2]}

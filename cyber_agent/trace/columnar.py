@@ -131,6 +131,10 @@ def _flags(metadata: dict[str, Any]) -> tuple[int, int, int, int, int]:
             int(path == "summarized"))
 
 
+_BATCH_ROWS = 8192
+"""Rows a `ColumnBuilder` collects before it turns them into an Arrow batch."""
+
+
 class ColumnBuilder:
     """Appends parsed records' messages and events to columns; `build` makes the `ColumnarRead`.
 
@@ -140,8 +144,15 @@ class ColumnBuilder:
 
     def __init__(self, *, messages: bool = True, events: bool = True) -> None:
         self._messages, self._events = messages, events
-        self.message_columns: dict[str, list[Any]] = {name: [] for name, _ in MESSAGE_FIELDS}
-        self.event_columns: dict[str, list[Any]] = {name: [] for name, _ in EVENT_FIELDS}
+        # One tuple per message (its stored fields; its derived values) and per event, turned into columns by `build`:
+        # two appends per message instead of one per column.
+        self._trace_ids: list[str] = []
+        self._stored: list[tuple[Any, ...]] = []
+        self._derived: list[tuple[Any, ...]] = []
+        self._events_rows: list[tuple[Any, ...]] = []
+        self._rows = 0  # messages before those in `_stored` (already in `_message_batches`)
+        self._message_batches: list[pa.RecordBatch] = []
+        self._event_batches: list[pa.RecordBatch] = []
         self.calls: list[list[list[Any]]] = []
         self.call_rows: list[int] = []
         self.contents: dict[tuple[str, int], Any] = {}
@@ -153,97 +164,78 @@ class ColumnBuilder:
             self._add_messages(record)
         if self._events:
             self._add_events(record)
+        if len(self._stored) >= _BATCH_ROWS or len(self._events_rows) >= _BATCH_ROWS:
+            self._flush()
         return dataclasses.replace(record, messages=[], events=[]) if record.messages or record.events else record
+
+    def _flush(self) -> None:
+        """Turn the rows appended so far into Arrow batches (while their values are still in the CPU's caches)."""
+        import pyarrow as pa
+
+        def batch(columns: Sequence[Sequence[Any]], fields: Sequence[tuple[str, str]]) -> pa.RecordBatch:
+            schema = arrow_schema(fields)
+            return pa.record_batch([pa.array(values, f.type) for values, f in zip(columns, schema, strict=True)],
+                                   schema=schema)
+
+        def transposed(rows: list[tuple[Any, ...]], width: int) -> list[Sequence[Any]]:
+            return list(zip(*rows, strict=True)) if rows else [()] * width
+
+        if self._stored:
+            self._message_batches.append(batch(
+                [self._trace_ids, *transposed(self._stored, 15), *transposed(self._derived, 12)], MESSAGE_FIELDS))
+            self._rows += len(self._stored)
+            self._trace_ids, self._stored, self._derived = [], [], []
+        if self._events_rows:
+            self._event_batches.append(batch(transposed(self._events_rows, len(EVENT_FIELDS)), EVENT_FIELDS))
+            self._events_rows = []
 
     def _add_messages(self, record: TraceRecord) -> None:
         messages = record.messages
-        start = len(self.message_columns["sequence"])
-        calls = len(self.calls)
+        start, calls = len(self._stored), len(self.calls)  # (a flush happens between records only)
         try:
             self._append_messages(record.trace_id, messages)
         except KeyError:  # an older or foreign record without some fields: undo, then read it with the defaults
-            for values in self.message_columns.values():
-                del values[start:]
-            del self.calls[calls:], self.call_rows[calls:]
+            del self._stored[start:], self._derived[start:], self.calls[calls:], self.call_rows[calls:]
             self._append_messages(record.trace_id, [{**_MESSAGE_DEFAULTS, **m} for m in messages])
+        self._trace_ids.extend([record.trace_id] * len(messages))
 
     def _append_messages(self, trace_id: str, messages: list[JSONRecord]) -> None:
-        cols = self.message_columns
-        (trace_ids, sequences, message_id, role, goal_id, parent_sequence, branch, tool_call_id, tool_name, description,
-         prompt_tokens, completion_tokens, cached_tokens, cost, duration_ms, created_at, text, n_tool_calls,
-         tool_call_names, is_error, refused, model, usage_estimated, cost_estimated, cost_unpriced, truncated,
-         summarized, content_is_text) = (cols[name].append for name, _ in MESSAGE_FIELDS)
+        stored, derived = self._stored.append, self._derived.append
         calls_of, call_rows, contents = self.calls.append, self.call_rows.append, self.contents
-        row = len(self.message_columns["sequence"])
+        row = self._rows + len(self._stored)
         for m in messages:
             # One C call reads every field (a missing one raises KeyError: see `_add_messages`).
-            (sequence, key, kind, goal, parent, fork, call_id, tool, about, prompt, completion, cached, price, duration,
-             created, content, metadata) = _MESSAGE_FIELDS(m)
-            trace_ids(trace_id)
-            sequences(sequence)
-            row += 1
-            message_id(key)
-            role(kind)
-            goal_id(goal)
-            parent_sequence(parent)
-            branch(fork)
-            tool_call_id(call_id)
-            tool_name(tool)
-            description(about)
-            prompt_tokens(prompt)
-            completion_tokens(completion)
-            cached_tokens(cached)
-            cost(price)
-            duration_ms(duration)
-            created_at(created)
+            values = _MESSAGE_FIELDS(m)
+            stored(values[:15])
+            content, metadata = values[15], values[16]
+            text: str | None
+            names: str | None
             if isinstance(content, str):
-                text(content)
-                n_tool_calls(0)
-                tool_call_names(None)
-                content_is_text(1)
+                text, n_calls, names, is_text = content, 0, None, 1
             elif isinstance(content, dict):
                 calls = content.get("tool_calls") or ()
                 body = content.get("text")
-                text(body if body is None or isinstance(body, str) else json.dumps(body))
-                n_tool_calls(len(calls))
-                tool_call_names(",".join([c.get("name", "") for c in calls if isinstance(c, dict)]) or None)
-                content_is_text(0)
+                text = body if body is None or isinstance(body, str) else json.dumps(body)
+                n_calls, is_text = len(calls), 0
+                names = ",".join([c.get("name", "") for c in calls if isinstance(c, dict)]) or None
                 if calls:
                     calls_of([[c.get("id"), c.get("name"), c.get("arguments") or {}] for c in calls if isinstance(c, dict)])
-                    call_rows(row - 1)
+                    call_rows(row)
             else:
-                text(None if content is None else json.dumps(content))
-                n_tool_calls(0)
-                tool_call_names(None)
-                content_is_text(0)
+                text, n_calls, names, is_text = None if content is None else json.dumps(content), 0, None, 0
+            row += 1
             if not metadata or not isinstance(metadata, dict):
-                is_error(None)
-                refused(None)
-                model(None)
-                usage_estimated(0)
-                cost_estimated(0)
-                cost_unpriced(0)
-                truncated(0)
-                summarized(0)
+                derived((text, n_calls, names, None, None, None, 0, 0, 0, 0, 0, is_text))
                 continue
             error = metadata.get("is_error")
-            is_error(None if error is None else int(bool(error)))
             refusal = refusal_kind(metadata) if error else None
-            refused(refusal)
-            model(metadata.get("model"))
-            guessed, priced, unpriced, cut, shortened = _flags(metadata)
-            usage_estimated(guessed)
-            cost_estimated(priced)
-            cost_unpriced(unpriced)
-            truncated(cut)
-            summarized(shortened)
+            derived((text, n_calls, names, None if error is None else int(bool(error)), refusal, metadata.get("model"),
+                     *_flags(metadata), is_text))
             if refusal is not None and not isinstance(content, str):
-                contents[(trace_id, sequence)] = content
+                contents[(trace_id, values[0])] = content
 
     def _add_events(self, record: TraceRecord) -> None:
-        cols = self.event_columns
-        trace_ids, event_ids, types, created_at, sequences, goals, sub_traces, statuses = (
-            cols[name].append for name, _ in EVENT_FIELDS)
+        rows = self._events_rows.append
         trace_id = record.trace_id
         payloads = self.payloads.append
         for event in record.events:
@@ -257,32 +249,25 @@ class ColumnBuilder:
                     payload = dict(payload)  # a copy without the message: the record's own dict is left as it is
                     del payload["message"]
                 goal = payload.get("goal")
-                goals(payload.get("goal_id") or (goal.get("id") if isinstance(goal, dict) else None))
-                sub_traces(payload.get("trace_id") if kind in _SUB_TRACE_EVENTS else None)
-                statuses(payload.get("status"))
+                rows((trace_id, event.get("event_id"), kind, event.get("created_at"), sequence,
+                      payload.get("goal_id") or (goal.get("id") if isinstance(goal, dict) else None),
+                      payload.get("trace_id") if kind in _SUB_TRACE_EVENTS else None, payload.get("status")))
             else:
-                goals(None)
-                sub_traces(None)
-                statuses(None)
-            trace_ids(trace_id)
-            event_ids(event.get("event_id"))
-            types(kind)
-            created_at(event.get("created_at"))
-            sequences(sequence)
+                rows((trace_id, event.get("event_id"), kind, event.get("created_at"), None, None, None, None))
             payloads(payload)
 
     def build(self, records: list[TraceRecord], damaged: list[DamagedEntry]) -> ColumnarRead:
         """The columns appended so far, of `records` (`damaged`: the traces left out)."""
         import pyarrow as pa
 
-        def table(columns: dict[str, list[Any]], fields: Sequence[tuple[str, str]]) -> pa.Table:
-            schema = arrow_schema(fields)
-            return pa.table([pa.array(columns[f.name], f.type) for f in schema], schema=schema)
-
+        self._flush()
+        # One chunk per column: what the readers' NumPy views and run-length passes expect.
+        messages = pa.Table.from_batches(self._message_batches, arrow_schema(MESSAGE_FIELDS)).combine_chunks()
+        events = pa.Table.from_batches(self._event_batches, arrow_schema(EVENT_FIELDS)).combine_chunks()
+        self._message_batches, self._event_batches = [], []
         calls, arguments = flat_calls(self.call_rows, self.calls)
-        return ColumnarRead(records=records, messages=table(self.message_columns, MESSAGE_FIELDS), calls=calls,
-                            arguments=arguments, contents=self.contents, events=table(self.event_columns, EVENT_FIELDS),
-                            payloads=self.payloads, damaged=damaged)
+        return ColumnarRead(records=records, messages=messages, calls=calls, arguments=arguments, contents=self.contents,
+                            events=events, payloads=self.payloads, damaged=damaged)
 
 
 def flat_calls(rows: Sequence[int] | Any, per_message: list[list[list[Any]]]) -> tuple[pa.Table, list[Any]]:

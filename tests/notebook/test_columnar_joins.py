@@ -8,8 +8,12 @@ import asyncio
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
+from nb_helpers import assert_frames_equal
+from cyber_agent.notebook import to_frames
 from cyber_agent.notebook.columnar import ColumnarFrames
+from cyber_agent.notebook.frames import frames_from_records
 from cyber_agent.trace import InMemoryTraceStore, Message, Trace
 from cyber_agent.trace.columnar import calls_of_column, flat_calls, json_values, ordered
 
@@ -62,3 +66,16 @@ def test_ordered_keeps_an_ordered_table_and_sorts_any_other() -> None:
     assert ordered(table, "n") is table
     shuffled = pa.table({"trace_id": ["b", "a", "b"], "n": [2, 1, 1]})
     assert ordered(shuffled, "n").to_pydict() == {"trace_id": ["a", "b", "b"], "n": [1, 1, 2]}
+
+
+def test_a_builder_that_batches_its_rows_gives_the_same_frames(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cyber_agent.trace import columnar
+
+    store = InMemoryTraceStore()
+    asyncio.run(_calls(store))
+    expected = to_frames(store)
+    monkeypatch.setattr(columnar, "_BATCH_ROWS", 4)  # one Arrow batch per trace: the second's call rows are offset
+    batched = to_frames(store)
+    assert_frames_equal(batched, expected)
+    assert_frames_equal(batched, frames_from_records(asyncio.run(store.read_records(None)), origin="memory:"))
+    assert batched.tool_calls.result_sequence.fillna(-1).tolist() == [2, 3, 5, -1] * 2

@@ -472,8 +472,9 @@ class SQLTraceStore(BaseTraceStore):
     # covering index `messages_columns`, `sqlite_schema.py:_V4`): no row's JSON is read for it.
     _MESSAGE_COLUMNS_SQL = ("SELECT " + ", ".join(name for name, _ in MESSAGE_FIELDS) + ", tool_calls FROM messages",
                             "", "sequence")
-    # The JSON content of a refused tool result that is not text (rare; SQLite's partial index `messages_refused`).
-    _REFUSED_SQL = ("SELECT trace_id, sequence, data -> '$.content' AS content FROM messages",
+    # The JSON content of a refused tool result that is not text (rare; SQLite's partial index `messages_refused`);
+    # None: the messages query reads it as its column `content` (null on every other row).
+    _REFUSED_SQL: tuple[str, str, str] | None = ("SELECT trace_id, sequence, data -> '$.content' AS content FROM messages",
                     " AND role = 'tool' AND refused IS NOT NULL AND content_is_text = 0", "sequence")
     # A `message_added` payload without its message (the messages table has it), as the file store's reader gives it;
     # the payload fields the events frame lifts into columns, read here so no Python loop walks the payloads.
@@ -635,15 +636,19 @@ FROM events""", "", "event_id")
         import numpy as np
         import pyarrow as pa
 
-        schema = pa.schema([*arrow_schema(MESSAGE_FIELDS), pa.field("tool_calls", pa.string())])
-        refused_schema = pa.schema([("trace_id", pa.string()), ("sequence", pa.int64()), ("content", pa.string())])
+        extra = ["tool_calls"] if self._REFUSED_SQL is not None else ["tool_calls", "content"]
+        schema = pa.schema([*arrow_schema(MESSAGE_FIELDS), *((name, pa.string()) for name in extra)])
         table = typed(run(self._MESSAGE_COLUMNS_SQL, ids, schema), schema)
-        refused = typed(run(self._REFUSED_SQL, ids, refused_schema), refused_schema)
+        if self._REFUSED_SQL is not None:
+            refused_schema = pa.schema([("trace_id", pa.string()), ("sequence", pa.int64()), ("content", pa.string())])
+            refused = typed(run(self._REFUSED_SQL, ids, refused_schema), refused_schema)
+        else:  # the messages query read them (`content` is null on every other row)
+            refused = table.select(["trace_id", "sequence", "content"]).filter(table["content"].is_valid())
         contents = {(trace_id, sequence): json.loads(content) for trace_id, sequence, content in zip(
             *(refused[name].to_pylist() for name in ("trace_id", "sequence", "content")), strict=True)}
         rows: Any = np.flatnonzero(np.asarray(table["tool_calls"].is_valid())) if len(table) else []
         calls, arguments = calls_of_column(rows, table["tool_calls"])
-        return table.drop_columns(["tool_calls"]), calls, arguments, contents
+        return table.drop_columns(extra), calls, arguments, contents
 
     def _event_columns(self, run: Callable[..., Any], ids: Sequence[str]) -> tuple[pa.Table, list[Any]]:
         """The events table (`EVENT_FIELDS`) and the payloads of the traces `ids`, the fields lifted by SQL."""

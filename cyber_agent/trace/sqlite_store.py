@@ -234,8 +234,8 @@ class SQLiteTraceStore(SQLTraceStore):
     # ---- columnar reads: SQLite's rows straight into Arrow (ADBC), no Python object per value ----------------
     # Through the partial index (`sqlite_schema.py:_V4`) by name: the planner would take the primary key's range
     # of the trace, which reads every message row of it.
-    _REFUSED_SQL = (SQLTraceStore._REFUSED_SQL[0].replace("FROM messages", "FROM messages INDEXED BY messages_refused"),
-                    *SQLTraceStore._REFUSED_SQL[1:])
+    _REFUSED_SQL = ("SELECT trace_id, sequence, data -> '$.content' AS content FROM messages INDEXED BY messages_refused",
+                    " AND role = 'tool' AND refused IS NOT NULL AND content_is_text = 0", "sequence")
 
     def _rows_and_names(self, sql: str, params: Sequence[Any]) -> tuple[list[Any], list[str]]:
         cursor = self._conn().execute(sql, params)

@@ -79,3 +79,32 @@ def test_a_builder_that_batches_its_rows_gives_the_same_frames(monkeypatch: pyte
     assert_frames_equal(batched, expected)
     assert_frames_equal(batched, frames_from_records(asyncio.run(store.read_records(None)), origin="memory:"))
     assert batched.tool_calls.result_sequence.fillna(-1).tolist() == [2, 3, 5, -1] * 2
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_a_refused_result_that_is_not_text_is_read_on_every_sql_store(kind: str, tmp_path) -> None:  # noqa: ANN001
+    from tests import pg_server
+
+    from cyber_agent.trace import SQLiteTraceStore
+
+    if kind == "sqlite":
+        store = SQLiteTraceStore(tmp_path / "runs.db")
+    else:
+        if not (pg_server.available() or pg_server.required()):
+            pytest.skip("no PostgreSQL 15 binaries here (CI installs them and requires this test)")
+        from cyber_agent.trace.postgres_store import PostgresTraceStore
+
+        store = PostgresTraceStore(pg_server.server().schema_url(pg_server.schema_for(str(tmp_path))))
+
+    async def fill() -> None:
+        trace = Trace.create(task="refused")
+        await store.create_trace(trace)
+        await store.add_message(Message.create(trace_id=trace.trace_id, role="tool", tool_call_id="c", tool_name="t",
+                                               content={"rows": [1, "ü"]}, metadata={"is_error": True, "refused": "depth"}))
+
+    asyncio.run(fill())
+    frames = to_frames(store)
+    records = asyncio.run(store.read_records(None))
+    content = records[0].messages[0]["content"]
+    assert isinstance(content, dict) and frames.traces.refusal.tolist() == [str(content)]  # parsed, not its JSON text
+    assert_frames_equal(frames, frames_from_records(records))

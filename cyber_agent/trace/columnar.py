@@ -158,15 +158,51 @@ class ColumnBuilder:
         self.contents: dict[tuple[str, int], Any] = {}
         self.payloads: list[Any] = []
 
+    @property
+    def messages(self) -> bool:
+        """Whether the messages are read."""
+        return self._messages
+
+    @property
+    def events(self) -> bool:
+        """Whether the events are read."""
+        return self._events
+
     def add_record(self, record: TraceRecord) -> TraceRecord:
         """Append one trace's messages and events; return its record without them (the parsed ones are not kept)."""
         if self._messages:
-            self._add_messages(record)
+            self._add_messages(record.trace_id, record.messages)
         if self._events:
-            self._add_events(record)
+            self._add_events(record.trace_id, record.events)
+        self.end_record()
+        return dataclasses.replace(record, messages=[], events=[]) if record.messages or record.events else record
+
+    # A reader that parses one message or event at a time hands each over at once, while it is still in the
+    # CPU's caches (`cyber_agent/trace/store.py:FileSystemTraceStore._read_into`), then calls `end_record`.
+    def add_message(self, trace_id: str, message: JSONRecord) -> None:
+        """Append one message of the trace being read (messages in sequence order)."""
+        self._add_messages(trace_id, (message,))
+
+    def add_event(self, trace_id: str, event: JSONRecord) -> None:
+        """Append one event of the trace being read (events in id order)."""
+        self._add_events(trace_id, (event,))
+
+    def end_record(self) -> None:
+        """The trace being read is complete (its rows may become an Arrow batch now)."""
         if len(self._stored) >= _BATCH_ROWS or len(self._events_rows) >= _BATCH_ROWS:
             self._flush()
-        return dataclasses.replace(record, messages=[], events=[]) if record.messages or record.events else record
+
+    def mark(self) -> tuple[int, ...]:
+        """Where the trace about to be read starts (for `rollback`)."""
+        return (len(self._stored), len(self._events_rows), len(self.payloads), len(self.calls))
+
+    def rollback(self, mark: tuple[int, ...], trace_id: str) -> None:
+        """Drop what was appended of `trace_id` since `mark` (its read failed: the trace is left out)."""
+        rows, events, payloads, calls = mark
+        del self._stored[rows:], self._derived[rows:], self._trace_ids[rows:], self._events_rows[events:]
+        del self.payloads[payloads:], self.calls[calls:], self.call_rows[calls:]
+        for key in [key for key in self.contents if key[0] == trace_id]:
+            del self.contents[key]
 
     def _flush(self) -> None:
         """Turn the rows appended so far into Arrow batches (while their values are still in the CPU's caches)."""
@@ -189,17 +225,16 @@ class ColumnBuilder:
             self._event_batches.append(batch(transposed(self._events_rows, len(EVENT_FIELDS)), EVENT_FIELDS))
             self._events_rows = []
 
-    def _add_messages(self, record: TraceRecord) -> None:
-        messages = record.messages
+    def _add_messages(self, trace_id: str, messages: Sequence[JSONRecord]) -> None:
         start, calls = len(self._stored), len(self.calls)  # (a flush happens between records only)
         try:
-            self._append_messages(record.trace_id, messages)
+            self._append_messages(trace_id, messages)
         except KeyError:  # an older or foreign record without some fields: undo, then read it with the defaults
             del self._stored[start:], self._derived[start:], self.calls[calls:], self.call_rows[calls:]
-            self._append_messages(record.trace_id, [{**_MESSAGE_DEFAULTS, **m} for m in messages])
-        self._trace_ids.extend([record.trace_id] * len(messages))
+            self._append_messages(trace_id, [{**_MESSAGE_DEFAULTS, **m} for m in messages])
+        self._trace_ids.extend([trace_id] * len(messages))
 
-    def _append_messages(self, trace_id: str, messages: list[JSONRecord]) -> None:
+    def _append_messages(self, trace_id: str, messages: Sequence[JSONRecord]) -> None:
         stored, derived = self._stored.append, self._derived.append
         calls_of, call_rows, contents = self.calls.append, self.call_rows.append, self.contents
         row = self._rows + len(self._stored)
@@ -234,11 +269,10 @@ class ColumnBuilder:
             if refusal is not None and not isinstance(content, str):
                 contents[(trace_id, values[0])] = content
 
-    def _add_events(self, record: TraceRecord) -> None:
+    def _add_events(self, trace_id: str, events: Sequence[JSONRecord]) -> None:
         rows = self._events_rows.append
-        trace_id = record.trace_id
         payloads = self.payloads.append
-        for event in record.events:
+        for event in events:
             payload = event.get("payload")
             kind = event.get("type")
             sequence = None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pytest
 
@@ -108,3 +109,33 @@ def test_a_refused_result_that_is_not_text_is_read_on_every_sql_store(kind: str,
     content = records[0].messages[0]["content"]
     assert isinstance(content, dict) and frames.traces.refusal.tolist() == [str(content)]  # parsed, not its JSON text
     assert_frames_equal(frames, frames_from_records(records))
+
+
+def test_the_file_store_s_streamed_read_skips_a_damaged_trace_and_reads_foreign_names(tmp_path) -> None:  # noqa: ANN001
+    import warnings
+
+    from cyber_agent.trace import FileSystemTraceStore
+    from cyber_agent.trace.store_listing import DamagedEntryWarning
+
+    store = FileSystemTraceStore(tmp_path / "fs")
+    asyncio.run(_calls(store))
+    first, second = (r.trace_id for r in asyncio.run(store.read_records(None)))
+    expected = to_frames(FileSystemTraceStore(tmp_path / "fs"))
+    # Named out of sequence order (a copy by hand): read the usual way, the records path's frames.
+    messages = tmp_path / "fs" / first / "messages"
+    (messages / f"{first}-0003.json").rename(messages / "zz-copy.json")
+    renamed = FileSystemTraceStore(tmp_path / "fs")
+    frames = to_frames(renamed)
+    assert len(frames.messages) == 12
+    assert_frames_equal(frames, frames_from_records(asyncio.run(renamed.read_records(None)), origin=f"file:{tmp_path}"))
+    (messages / "zz-copy.json").rename(messages / f"{first}-0003.json")
+    # A damaged message file: its trace is left out of every frame and named, the other's rows are whole.
+    (tmp_path / "fs" / second / "messages" / f"{second}-0004.json").write_text("{broken")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        frames = to_frames(FileSystemTraceStore(tmp_path / "fs"))
+    assert any(isinstance(w.message, DamagedEntryWarning) and second in str(w.message) for w in caught)
+    assert set(frames.messages.trace_id) == set(frames.tool_calls.trace_id) == set(frames.events.trace_id) == {first}
+    kept = expected.tree(first)
+    for name in ("messages", "tool_calls", "events"):
+        pd.testing.assert_frame_equal(getattr(frames, name), getattr(kept, name), obj=name)

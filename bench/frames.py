@@ -5,7 +5,8 @@
     .venv/bin/python bench/frames.py --big               # also 1,000,000 messages over 1,000 traces (SQLite)
     .venv/bin/python bench/frames.py --postgres          # also PostgreSQL (a throw-away server, tests/pg_server.py)
     .venv/bin/python bench/frames.py --keep /tmp/fb      # keep (and reuse) the filled stores: before/after runs read the same data
-    .venv/bin/python bench/frames.py --before            # also the code before issue #34, same data, same run
+    .venv/bin/python bench/frames.py --before            # also the code before issue #34, same records, same run
+    .venv/bin/python bench/frames.py --before --before-ref main   # ... or the code of another commit
     .venv/bin/python bench/frames.py --json out.json     # with the issue #34 target rows (`issue_targets`)
 
 The data: a root and ten sub-traces sharing N messages (an assistant turn with one tool call, then a
@@ -205,16 +206,21 @@ def bench_postgres(base: Path, messages: int, reps: int) -> dict[str, Any]:
 
 
 def _before(args: argparse.Namespace, base: Path) -> dict[str, Any] | None:
-    """This bench's report on the code before issue #34 (a child process; the same stores in `base`)."""
-    from targets import before_tree, env_for
+    """This bench's report on the code before issue #34, or at `--before-ref` (a child process; the same records,
+    in stores of its own under `base`: an older schema cannot open a store this code has upgraded)."""
+    from targets import BEFORE_REF, before_tree, env_for
 
-    tree = before_tree()
-    out = base / "before.json"
+    ref = BEFORE_REF if args.before_ref is None else subprocess.run(  # a commit: `main` moves, its extracted tree would not
+        ["git", "-C", str(ROOT), "rev-parse", args.before_ref], capture_output=True, text=True, check=True).stdout.strip()
+    tree = before_tree(ref)
+    keep = base / f"before-{ref[:12]}"
+    out = keep / "before.json"
+    keep.mkdir(parents=True, exist_ok=True)
     flags = [*(["--quick"] if args.quick else []), *(["--big"] if args.big else []),
              *(["--postgres"] if args.postgres else []), "--reps", str(args.reps)]
     env = {**env_for(tree), "FRAMES_BENCH_TREE": str(tree)}
-    print("-- the code before issue #34:", flush=True)
-    done = subprocess.run([sys.executable, __file__, *flags, "--keep", str(base), "--json", str(out)], env=env)
+    print(f"-- the code at {ref}:", flush=True)
+    done = subprocess.run([sys.executable, __file__, *flags, "--keep", str(keep), "--json", str(out)], env=env)
     if done.returncode != 0 or not out.exists():
         return None
     result: dict[str, Any] = json.loads(out.read_text())
@@ -271,6 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", default=None, help="parent directory of the temporary stores (without --keep)")
     parser.add_argument("--before", action="store_true",
                         help="also measure the code before issue #34 (bench/targets.py:BEFORE_REF), same data, same run")
+    parser.add_argument("--before-ref", default=None,
+                        help="with --before: the commit to measure instead of BEFORE_REF (e.g. main)")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
     messages = 10_000 if args.quick else 100_000

@@ -45,6 +45,13 @@ class ColumnarFrames:
         self.sequence = _ints(table["sequence"], "sequence")
         self.spans = _spans(table, records)
         """Per record, the (start, end) of its rows in the messages table."""
+        self._created_at: Any = None
+
+    def created_at(self) -> Any:
+        """The messages' `created_at` as the frames' timestamps (parsed once: the tool-calls frame takes its own)."""
+        if self._created_at is None:
+            self._created_at = _pandas(self.table["created_at"], TS, "created_at")
+        return self._created_at
 
     # ---- the messages frame --------------------------------------------------------------------
     def messages(self) -> pd.DataFrame:
@@ -52,7 +59,9 @@ class ColumnarFrames:
         reads = columns_read("messages")
         out: dict[str, Any] = {}
         for column in FRAME_COLUMNS["messages"]:
-            if column.read is not None:
+            if column.name == "created_at":
+                out[column.name] = self.created_at()
+            elif column.read is not None:
                 out[column.name] = _pandas(table[reads[column.name]], column.dtype, column.name)
             elif column.name == "total_tokens":
                 out[column.name] = (_ints(table["prompt_tokens"], "prompt_tokens")
@@ -132,45 +141,21 @@ class ColumnarFrames:
 
     # ---- the tool-calls frame ------------------------------------------------------------------
     def tool_calls(self) -> pd.DataFrame:
-        """One row per tool call, joined to the first later result with its id (as `frame_rows.py:_add_calls`)."""
+        """One row per tool call, joined to the first later result with its id (as `frame_rows.py:_add_calls`).
+
+        The calls come as columns (`ColumnarRead.calls`) and are joined in Arrow (`_results_of`): no Python
+        loop walks the calls or the results."""
         import pyarrow as pa
 
         pc = self._pc
         table, sequence = self.table, self.sequence
-        n = len(sequence)
-        callers = np.flatnonzero(_ints(table["n_tool_calls"], "n_tool_calls") > 0) if n else np.zeros(0, np.int64)
-        is_tool = np.asarray(pc.equal(self.roles, "tool").fill_null(False)) if n else np.zeros(0, bool)
-        results = np.flatnonzero(is_tool & np.asarray(table["tool_call_id"].is_valid())) if n else np.zeros(0, np.int64)
-        result_trace = table["trace_id"].take(results).to_pylist()
-        result_call = table["tool_call_id"].take(results).to_pylist()
-        by_call: dict[tuple[str, str], list[int]] = {}
-        for row, trace_id, call_id in zip(results.tolist(), result_trace, result_call, strict=True):
-            if call_id:
-                by_call.setdefault((trace_id, call_id), []).append(row)
-        caller_trace = table["trace_id"].take(callers).to_pylist()
-        caller_rows: list[int] = []
-        joined: list[int | None] = []
-        call_index: list[int] = []
-        call_ids: list[Any] = []
-        names: list[Any] = []
-        arguments: list[Any] = []
-        sequences = sequence.tolist()
-        for row, trace_id, calls in zip(callers.tolist(), caller_trace, self.read.calls, strict=True):
-            after = sequences[row]
-            for index, (call_id, name, args) in enumerate(calls):
-                match = None
-                for result in by_call.get((trace_id, call_id), ()):
-                    if sequences[result] > after:
-                        match = result
-                        break
-                caller_rows.append(row)
-                joined.append(match)
-                call_index.append(index)
-                call_ids.append(call_id)
-                names.append(name)
-                arguments.append(args)
+        calls = self.read.calls
+        caller_rows = np.asarray(calls["message_row"].to_numpy(), dtype=np.int64)
+        call_index = np.asarray(calls["call_index"].to_numpy(), dtype=np.int64)
+        call_ids, names = calls["call_id"], calls["tool_name"]
+        arguments = _objects(self.read.arguments)
+        hit = self._results_of(caller_rows, call_ids)
         take = pa.array(caller_rows, pa.int64())
-        hit = pa.array(joined, pa.int64())
         lengths = pc.utf8_length(table["text"])  # the lengths, not the texts, are taken for the results
         text_chars = pc.if_else(pc.equal(table["content_is_text"], 1), lengths, pa.scalar(None, lengths.type))
         result_rows = table.select(["sequence", "is_error", "refused", "truncated", "summarized", "duration_ms"]
@@ -180,11 +165,11 @@ class ColumnarFrames:
         values: dict[str, Any] = {
             "trace_id": _pandas(table["trace_id"].take(take), S, "trace_id"),
             "message_id": _pandas(table["message_id"].take(take), S, "message_id"),
-            "sequence": sequence[np.asarray(caller_rows, dtype=np.int64)],
-            "call_index": np.asarray(call_index, dtype=np.int64),
-            "call_id": _pandas(pa.array(call_ids, pa.string()), S, "call_id"),
-            "tool_name": _pandas(pa.array(names, pa.string()), S, "tool_name"),
-            "arguments": _objects(arguments),
+            "sequence": sequence[caller_rows],
+            "call_index": call_index,
+            "call_id": _pandas(call_ids, S, "call_id"),
+            "tool_name": _pandas(names, S, "tool_name"),
+            "arguments": arguments,
             "result_sequence": _pandas(result_rows["sequence"], NI, "result_sequence"),
             "is_error": _flag(result_rows["is_error"], found),
             "refused": _pandas(result_rows["refused"], S, "refused"),
@@ -192,9 +177,71 @@ class ColumnarFrames:
             "summarized": _flag(result_rows["summarized"], found),
             "result_chars": _pandas(chars, NI, "result_chars"),
             "duration_ms": _pandas(result_rows["duration_ms"], F, "duration_ms"),
-            "created_at": _pandas(table["created_at"].take(take), TS, "created_at"),
+            "created_at": self.created_at().take(caller_rows),
         }
         return pd.DataFrame({c.name: values[c.name] for c in FRAME_COLUMNS["tool_calls"]}, copy=False)
+
+    def _results_of(self, caller_rows: np.ndarray, call_ids: pa.ChunkedArray) -> pa.Array:
+        """Per call (its message's row, its id), the row of the first later tool result with its id (null: none).
+
+        The ids of calls and results are dictionary-encoded together (one hash pass); each result is then
+        the integer (trace, id, sequence), sorted, and a call's result is found by a binary search for
+        its own (trace, id, sequence): the next larger key, if it has the call's trace and id. No string
+        key per row is built and no Python loop runs."""
+        import pyarrow as pa
+
+        pc = self._pc
+        table, sequence = self.table, self.sequence
+        found = np.full(len(caller_rows), -1, dtype=np.int64)
+        result_id = table["tool_call_id"]
+        if not (len(caller_rows) and len(sequence)):
+            return pa.array(found, pa.int64(), mask=found < 0)
+        answers = pc.and_(pc.equal(self.roles, "tool"), pc.not_equal(result_id, "")).fill_null(False)
+        rows = np.flatnonzero(np.asarray(answers))
+        if not len(rows):
+            return pa.array(found, pa.int64(), mask=found < 0)
+        both = pa.chunked_array([*result_id.take(rows).chunks, *call_ids.chunks], type=pa.string())
+        encoded = pc.dictionary_encode(both.combine_chunks())
+        codes = np.asarray(encoded.indices.fill_null(-1).to_numpy(), dtype=np.int64)
+        trace = self._trace_codes()
+        ids, top = len(encoded.dictionary) + 1, int(sequence.max()) + 1
+        if (int(trace[-1]) + 1) * ids * top >= 2**62:  # pragma: no cover - beyond any store: the hash join instead
+            return self._joined(caller_rows, call_ids, rows)
+        keys = (trace[rows] * ids + codes[:len(rows)]) * top + sequence[rows]
+        order = np.argsort(keys, kind="stable")
+        keys = keys[order]
+        wanted = trace[caller_rows] * ids + codes[len(rows):]
+        at = np.searchsorted(keys, wanted * top + sequence[caller_rows], side="right")  # the first later sequence
+        inside = at < len(keys)
+        at[~inside] = 0
+        hit = inside & (codes[len(rows):] >= 0) & (keys[at] // top == wanted)
+        found[hit] = rows[order[at[hit]]]
+        return pa.array(found, pa.int64(), mask=found < 0)
+
+    def _trace_codes(self) -> np.ndarray:
+        """Per message row, the number of its trace's run of rows (the rows of a trace are together)."""
+        runs = self._pc.run_end_encode(self.table["trace_id"].combine_chunks())
+        ends = np.asarray(runs.run_ends.to_numpy(), dtype=np.int64)
+        return np.repeat(np.arange(len(ends), dtype=np.int64), np.diff(ends, prepend=0))
+
+    def _joined(self, caller_rows: np.ndarray, call_ids: pa.ChunkedArray, rows: np.ndarray) -> pa.Array:
+        """`_results_of` by a hash join of every (call, result) pair with the same trace and id."""
+        import pyarrow as pa
+
+        pc, table, sequence = self._pc, self.table, self.sequence
+        found = np.full(len(caller_rows), -1, dtype=np.int64)
+        results = pa.table({"trace_id": table["trace_id"].take(rows), "call_id": table["tool_call_id"].take(rows),
+                            "result_sequence": sequence[rows], "result_row": rows})
+        pairs = pa.table({"call": np.arange(len(caller_rows), dtype=np.int64),
+                          "trace_id": table["trace_id"].take(caller_rows), "call_id": call_ids,
+                          "sequence": sequence[caller_rows]}).join(results, keys=["trace_id", "call_id"], join_type="inner")
+        pairs = pairs.filter(pc.greater(pairs["result_sequence"], pairs["sequence"]))
+        if pairs.num_rows:
+            call = np.asarray(pairs["call"].to_numpy())
+            order = np.lexsort((np.asarray(pairs["result_sequence"].to_numpy()), call))  # by call, then result sequence
+            call, first = np.unique(call[order], return_index=True)
+            found[call] = np.asarray(pairs["result_row"].to_numpy())[order][first]
+        return pa.array(found, pa.int64(), mask=found < 0)
 
 
 def _flag(values: pa.ChunkedArray, found: np.ndarray) -> pd.arrays.BooleanArray:

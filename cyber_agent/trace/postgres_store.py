@@ -54,6 +54,7 @@ from cyber_agent.trace.postgres_listen import listen_events
 from cyber_agent.trace.postgres_retry import RetriedWrites, _ConnectionLost, write_deadline
 from cyber_agent.trace.postgres_schema import migrate
 from cyber_agent.trace.postgres_url import OPTIONS, parse_url, redact_url
+from cyber_agent.trace.columnar import EVENT_ROWS, arrow_schema, event_columns, in_order, ordered
 from cyber_agent.trace.sql_store import _INSERT_TRACE, SQLTraceStore
 
 __all__ = ["EVENTS_CHANNEL", "FAULT_POINTS", "MARKER_TRACE", "STOPS_CHANNEL", "PostgresTraceStore"]
@@ -188,19 +189,54 @@ class PostgresTraceStore(RetriedWrites):
         return converted
 
     # ---- columnar reads (`SQLTraceStore.read_columns`): PostgreSQL's JSON operators ------------------------
-    _MESSAGE_COLUMNS_SQL = (SQLTraceStore._MESSAGE_COLUMNS_SQL[0].replace("data -> '$.content'",
-                                                                           "(data::json -> 'content')::text"), "sequence")
-    # Each event's JSON parsed once (`j`), not once per field; the outer WHERE reaches the table's index.
-    _EVENT_COLUMNS_SQL = ("""
-SELECT trace_id, event_id, type, j ->> 'created_at' AS created_at,
-       CASE WHEN shared = 1 THEN sequence ELSE (j -> 'payload' -> 'message' ->> 'sequence')::bigint END AS message_sequence,
-       coalesce(nullif(j -> 'payload' ->> 'goal_id', ''), j -> 'payload' -> 'goal' ->> 'id') AS goal_id,
-       CASE WHEN type IN ('sub_trace_started', 'sub_trace_completed') THEN j -> 'payload' ->> 'trace_id' END
-           AS sub_trace_id,
-       j -> 'payload' ->> 'status' AS status,
-       (CASE WHEN type = 'message_added' AND (shared = 1 OR json_typeof(j -> 'payload' -> 'message') = 'object')
-             THEN ((j -> 'payload')::jsonb - 'message')::json ELSE j -> 'payload' END)::text AS payload
-FROM (SELECT trace_id, event_id, type, sequence, shared, data::json AS j FROM events) AS events""", "event_id")
+    # A refused tool result's JSON content in the messages query itself: one scan of the table, not two (a row's
+    # `data` is read, and parsed, only where the CASE needs it).
+    _MESSAGE_COLUMNS_SQL = (SQLTraceStore._MESSAGE_COLUMNS_SQL[0].replace(
+        " FROM messages", ", CASE WHEN role = 'tool' AND refused IS NOT NULL AND content_is_text = 0 "
+                          "THEN (data::json -> 'content')::text END AS content FROM messages"),
+        *SQLTraceStore._MESSAGE_COLUMNS_SQL[1:])
+    _REFUSED_SQL = None
+    # The events' own columns: their JSON is parsed by Python (`columnar.py:event_columns`), once per event; the
+    # server's `->` parses a `json` value again for every field it lifts (6-8 per row, ~15 us per event).
+    _EVENT_ROWS_SQL = ("SELECT " + ", ".join(name for name, _ in EVENT_ROWS) + " FROM events", "", "event_id")
+
+    _parallel_columns = True  # two pooled connections: the server reads the events while the messages are parsed
+
+    def _event_columns(self, run: Callable[..., Any], ids: Sequence[str]) -> tuple[Any, list[Any]]:
+        rows = run(self._EVENT_ROWS_SQL, ids, arrow_schema(EVENT_ROWS))
+        return event_columns(rows)
+
+    @contextmanager
+    def _columnar_session(self) -> Iterator[Callable[[tuple[str, str, str], Sequence[str], Any], Any]]:
+        """Each query's rows as CSV (`COPY (SELECT ...) TO STDOUT`, one stream for all traces) parsed by Arrow's
+        CSV reader into the schema's types: no Python object per row or value (`fetchall` made one per value)."""
+        import pyarrow as pa
+        from pyarrow import csv
+
+        def run(query: tuple[str, str, str], ids: Sequence[str], schema: pa.Schema) -> pa.Table:
+            select, condition, order = query
+            # Trace after trace in the order of `ids`, each through its primary key in order: nothing is sorted
+            # (`ORDER BY trace_id, ...` over `trace_id = ANY(...)` sorted every row, on disk past `work_mem`).
+            # The ids are bound client side: COPY takes no parameters.
+            sql = (f"COPY (SELECT rows.* FROM unnest(%s::text[]) WITH ORDINALITY AS ids(id, position) CROSS JOIN "
+                   f"LATERAL ({select} WHERE trace_id = ids.id{condition} ORDER BY {order}) AS rows) "
+                   "TO STDOUT WITH (FORMAT csv)")
+            data = bytearray()
+            with self.connection() as conn, conn.cursor() as cursor, cursor.copy(sql, (list(ids),)) as copy:
+                for block in copy:
+                    data += block
+            if not data:
+                return schema.empty_table()
+            table = csv.read_csv(
+                pa.py_buffer(data), read_options=csv.ReadOptions(column_names=schema.names),
+                parse_options=csv.ParseOptions(newlines_in_values=True),
+                # NULL is an unquoted empty field, an empty text a quoted one ("")
+                convert_options=csv.ConvertOptions(column_types=schema, null_values=[""], strings_can_be_null=True,
+                                                   quoted_strings_can_be_null=False))
+            del data
+            return in_order(ordered(table, order), ids)
+
+        yield run
 
     def _rows_and_names(self, sql: str, params: Sequence[Any]) -> tuple[list[Any], list[str]]:
         with self.connection() as conn:

@@ -16,7 +16,7 @@ that line is parsed whole: the event keeps what was announced.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, AnyStr, cast
@@ -24,7 +24,7 @@ from typing import Any, AnyStr, cast
 from cyber_agent.errors import TraceNotFoundError
 from cyber_agent.trace.state import RUNNER_OWNED_CONTEXT, migrate_context
 
-__all__ = ["JSONRecord", "TraceRecord", "parse_time", "select_trees", "share_message_events"]
+__all__ = ["JSONRecord", "TraceRecord", "iter_message_events", "loads_json", "parse_time", "select_trees", "share_message_events"]
 
 JSONRecord = dict[str, Any]
 """A persisted record in JSON mode (what `model_dump(mode="json")` of its model returns)."""
@@ -143,6 +143,14 @@ _MARKERS = {bytes: b'"type":"message_added","payload":{"message":',
 _NULL = {bytes: b"null", str: "null"}
 
 
+def loads_json(data: AnyStr) -> Any:
+    """`json.loads(data)`; for bytes that start with `{` and no NUL (UTF-8, which `json.detect_encoding` would
+    answer) decoded directly: the same result without the detection's Python code (~0.5 us a record)."""
+    if isinstance(data, bytes) and data[:1] == b"{" and data[1:2] != b"\x00":
+        return json.loads(data.decode("utf-8", "surrogatepass"))
+    return json.loads(data)
+
+
 def share_message_events(
     lines: Iterable[tuple[int, AnyStr]], raw_messages: Mapping[int, AnyStr], messages: Mapping[int, JSONRecord],
     on_error: Callable[[int, json.JSONDecodeError], Exception],
@@ -153,8 +161,15 @@ def share_message_events(
     parsed dict; `on_error(number, exc)` turns a JSONDecodeError into the store's error. Lines
     are the layout of `cyber_agent/trace/events.py:encode_event`; any other layout is parsed whole.
     """
-    loads = json.loads
-    out: list[JSONRecord] = []
+    return list(iter_message_events(lines, raw_messages, messages, on_error))
+
+
+def iter_message_events(
+    lines: Iterable[tuple[int, AnyStr]], raw_messages: Mapping[int, AnyStr], messages: Mapping[int, JSONRecord],
+    on_error: Callable[[int, json.JSONDecodeError], Exception],
+) -> Iterator[JSONRecord]:
+    """`share_message_events` one event at a time."""
+    loads = loads_json
     expected = 1  # message_added events announce sequences in ascending order
     for number, line in lines:
         try:
@@ -175,5 +190,4 @@ def share_message_events(
             message = (event.get("payload") or {}).get("message")
             sequence = message.get("sequence") if isinstance(message, dict) else None
             expected = (sequence if isinstance(sequence, int) else expected) + 1
-        out.append(event)
-    return out
+        yield event

@@ -23,18 +23,22 @@ import json
 import threading
 import time
 from abc import abstractmethod
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from cyber_agent.errors import CorruptRecordError, InvalidUpdateError
+from cyber_agent.trace.bulk import gc_paused
 from cyber_agent.trace.columnar import (
+    CALL_FIELDS,
     EVENT_FIELDS,
     MESSAGE_FIELDS,
     ColumnarRead,
     arrow_schema,
+    calls_of_column,
     in_order,
     json_values,
     typed,
@@ -43,12 +47,15 @@ from cyber_agent.trace.event_payloads import check_payload
 from cyber_agent.trace.events import EVENT_TYPES, EventType, TraceEvent, encode_event, encode_json
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Message, Trace
-from cyber_agent.trace.records import JSONRecord, TraceRecord
+from cyber_agent.trace.records import JSONRecord, TraceRecord, select_trees
 from cyber_agent.trace.sqlite_schema import MessageColumns, message_columns
 from cyber_agent.trace.store_base import BaseTraceStore, _Hot
 from cyber_agent.trace.store_listing import DamagedEntry, damaged_record
 from cyber_agent.trace.trace_id import validate_trace_id
 from cyber_agent.trace.side_records import StopRequest, stop_request_from
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = ["EVENTS_SQL", "SQLTraceStore", "events_of"]
 
@@ -225,15 +232,7 @@ class SQLTraceStore(BaseTraceStore):
 
     def _read_side_record(self, trace_id: str, name: str) -> dict[str, Any] | None:
         rows = self._query("SELECT data FROM side_records WHERE trace_id = ? AND name = ?", (trace_id, name))
-        if not rows:
-            return None
-        try:
-            data = json.loads(rows[0][0])
-        except ValueError as exc:
-            raise CorruptRecordError(self._where(trace_id, name), f"invalid JSON ({exc})") from None
-        if not isinstance(data, dict):
-            raise CorruptRecordError(self._where(trace_id, name), f"expected a JSON object, got {type(data).__name__}")
-        return data
+        return self._side_record(trace_id, name, rows[0][0] if rows else None)
 
     def _write_side_record(self, trace_id: str, name: str, data: str) -> None:
         with self._transaction(trace_id):
@@ -468,11 +467,15 @@ class SQLTraceStore(BaseTraceStore):
         )
 
     # ---- columnar reads (`cyber_agent/trace/columnar.py`): what the analysis frames are built from ---------
-    # Each query is (SELECT ... FROM table, its order within a trace); `_columnar_session` runs it for many traces.
-    # `refused_content`: the JSON content of a refused tool result that is not text (rare), read only for those rows.
-    _MESSAGE_COLUMNS_SQL = ("SELECT " + ", ".join(name for name, _ in MESSAGE_FIELDS) + ", tool_calls, "
-                            "CASE WHEN role = 'tool' AND refused IS NOT NULL AND content_is_text = 0 "
-                            "THEN data -> '$.content' END AS refused_content FROM messages", "sequence")
+    # Each query is (SELECT ... FROM table, a condition after the trace's, its order within a trace);
+    # `_columnar_session` runs it for many traces. The message query reads typed columns only (on SQLite the
+    # covering index `messages_columns`, `sqlite_schema.py:_V4`): no row's JSON is read for it.
+    _MESSAGE_COLUMNS_SQL = ("SELECT " + ", ".join(name for name, _ in MESSAGE_FIELDS) + ", tool_calls FROM messages",
+                            "", "sequence")
+    # The JSON content of a refused tool result that is not text (rare; SQLite's partial index `messages_refused`);
+    # None: the messages query reads it as its column `content` (null on every other row).
+    _REFUSED_SQL: tuple[str, str, str] | None = ("SELECT trace_id, sequence, data -> '$.content' AS content FROM messages",
+                    " AND role = 'tool' AND refused IS NOT NULL AND content_is_text = 0", "sequence")
     # A `message_added` payload without its message (the messages table has it), as the file store's reader gives it;
     # the payload fields the events frame lifts into columns, read here so no Python loop walks the payloads.
     _EVENT_COLUMNS_SQL = ("""
@@ -484,23 +487,23 @@ SELECT trace_id, event_id, type, data ->> '$.created_at' AS created_at,
        data ->> '$.payload.status' AS status,
        CASE WHEN type = 'message_added' AND (shared = 1 OR json_type(data, '$.payload.message') = 'object')
             THEN json_remove(data -> '$.payload', '$.message') ELSE data -> '$.payload' END AS payload
-FROM events""", "event_id")
+FROM events""", "", "event_id")
     _IDS_PER_QUERY = 500
 
     @contextmanager
-    def _columnar_session(self) -> Iterator[Callable[[tuple[str, str], Sequence[str], Any], Any]]:
+    def _columnar_session(self) -> Iterator[Callable[[tuple[str, str, str], Sequence[str], Any], Any]]:
         """A function running a query (`_MESSAGE_COLUMNS_SQL`'s shape) for the traces `ids` and returning their
         rows as an Arrow table of `schema`, trace after trace in the order of `ids`. This default reads
         chunks of ids with `IN (...)` and builds the table from the driver's rows; a store with an
         Arrow-native driver overrides it."""
         import pyarrow as pa
 
-        def run(query: tuple[str, str], ids: Sequence[str], schema: pa.Schema) -> pa.Table:
-            select, order = query
+        def run(query: tuple[str, str, str], ids: Sequence[str], schema: pa.Schema) -> pa.Table:
+            select, condition, order = query
             parts = []
             for start in range(0, len(ids), self._IDS_PER_QUERY):
                 chunk = list(ids[start:start + self._IDS_PER_QUERY])
-                sql = f"{select} WHERE trace_id IN ({', '.join('?' * len(chunk))}) ORDER BY trace_id, {order}"
+                sql = f"{select} WHERE trace_id IN ({', '.join('?' * len(chunk))}){condition} ORDER BY trace_id, {order}"
                 rows, _ = self._rows_and_names(sql, chunk)
                 if rows:
                     parts.append(pa.table([pa.array(column, f.type) for column, f in
@@ -523,11 +526,68 @@ FROM events""", "event_id")
         """The trees of `read_records` (read without messages and events), their messages and events as Arrow
         columns (`cyber_agent/trace/columnar.py`) read with a few queries for all of them; a trace whose rows
         are damaged (an event's or a tool call's JSON) is left out and named in `ColumnarRead.damaged`."""
-        records, damaged = self._read_selected(root_ids, messages=False, events=False)
+        if self._deferred:
+            self._settle()
+        records, damaged = self._records_without_rows(root_ids)
         read = self._columns_of(records, messages, events)
         bad = {entry.name for entry in read.damaged}
         return dataclasses.replace(read, records=[r for r in records if r.trace_id not in bad],
                                    damaged=[*damaged, *read.damaged])
+
+    def _records_without_rows(self, root_ids: Sequence[str] | None) -> tuple[list[TraceRecord], list[DamagedEntry]]:
+        """`_read_selected` without messages and events: the goal trees and side records of the selected traces
+        read with one query each (per `_IDS_PER_QUERY` traces), not three queries per trace (on PostgreSQL each
+        a round trip to the server); a trace with a damaged row is left out and named."""
+        if isinstance(root_ids, str):
+            raise InvalidUpdateError(f"root_ids must be a sequence of trace ids, got the string {root_ids!r}")
+        for root_id in root_ids or ():
+            validate_trace_id(root_id)
+        with gc_paused():
+            metas, damaged = self._record_metas()
+            selected = select_trees(metas, root_ids)
+            ids = None if root_ids is None else [meta["trace_id"] for meta in selected]
+            goals = dict(self._rows_of("SELECT trace_id, goals FROM traces", ids))
+            sides: dict[tuple[str, str], str] = {(trace_id, name): data for trace_id, name, data in self._rows_of(
+                "SELECT trace_id, name, data FROM side_records WHERE name IN ('resource_usage', 'tool_approvals')", ids)}
+            records = []
+            for meta in selected:
+                trace_id = meta["trace_id"]
+                try:
+                    try:
+                        tree = json.loads(goals[trace_id])
+                    except (ValueError, TypeError) as exc:
+                        raise CorruptRecordError(self._where(trace_id, "traces.goals"),
+                                                 f"invalid JSON ({type(exc).__name__}: {str(exc)[:200]})") from None
+                    records.append(TraceRecord(
+                        trace=meta, goal_tree=tree, messages=[], events=[],
+                        resource_usage=self._side_record(trace_id, "resource_usage", sides.get((trace_id, "resource_usage"))),
+                        tool_approvals=self._side_record(trace_id, "tool_approvals", sides.get((trace_id, "tool_approvals")))))
+                except (CorruptRecordError, ValueError, KeyError, TypeError) as exc:
+                    damaged.append(damaged_record(trace_id, self._record_location(meta), exc))
+        return records, damaged
+
+    def _rows_of(self, sql: str, ids: Sequence[str] | None) -> list[Any]:
+        """The rows of `sql` (a SELECT of one table, maybe with a WHERE) of the traces `ids` (every trace when None)."""
+        if ids is None:
+            return self._query(sql)
+        rows: list[Any] = []
+        glue = " AND " if " WHERE " in sql else " WHERE "
+        for start in range(0, len(ids), self._IDS_PER_QUERY):
+            chunk = list(ids[start:start + self._IDS_PER_QUERY])
+            rows.extend(self._query(f"{sql}{glue}trace_id IN ({', '.join('?' * len(chunk))})", chunk))
+        return rows
+
+    def _side_record(self, trace_id: str, name: str, raw: str | None) -> dict[str, Any] | None:
+        """A side record's JSON text parsed (as `_read_side_record` reads it), None when absent."""
+        if raw is None:
+            return None
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise CorruptRecordError(self._where(trace_id, name), f"invalid JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise CorruptRecordError(self._where(trace_id, name), f"expected a JSON object, got {type(data).__name__}")
+        return data
 
     def _columns_of(self, records: Sequence[TraceRecord], messages: bool, events: bool) -> ColumnarRead:
         ids = [record.trace_id for record in records]
@@ -548,25 +608,55 @@ FROM events""", "event_id")
                 healthy.append(trace_id)
         return dataclasses.replace(self._read_columns(healthy, messages, events), damaged=damaged)
 
+    _parallel_columns = False
+    """Whether `_read_columns` reads the messages and the events at once, each in its own session (a driver that
+    lets go of the GIL while it reads: the other part's JSON is parsed meanwhile)."""
+
     def _read_columns(self, ids: Sequence[str], messages: bool, events: bool) -> ColumnarRead:
+        empty: tuple[Any, ...] = (arrow_schema(MESSAGE_FIELDS).empty_table(), arrow_schema(CALL_FIELDS).empty_table(), [], {})
+        if self._parallel_columns and messages and events and ids:
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cyber-agent-columns") as pool:
+                later = pool.submit(self._in_session, self._event_columns, ids)
+                table, calls, arguments, contents = self._in_session(self._message_columns, ids)
+                event_table, payloads = later.result()
+        else:
+            table, calls, arguments, contents = self._in_session(self._message_columns, ids) if messages and ids else empty
+            event_table, payloads = self._in_session(self._event_columns, ids) if events and ids else (
+                arrow_schema(EVENT_FIELDS).empty_table(), [])
+        return ColumnarRead(records=[], messages=table, calls=calls, arguments=arguments, contents=contents,
+                            events=event_table, payloads=payloads)
+
+    def _in_session(self, part: Callable[[Callable[..., Any], Sequence[str]], Any], ids: Sequence[str]) -> Any:
+        with self._columnar_session() as run:
+            return part(run, ids)
+
+    def _message_columns(self, run: Callable[..., Any], ids: Sequence[str]) -> tuple[
+            pa.Table, pa.Table, list[Any], dict[tuple[str, int], Any]]:
+        """The messages table (`MESSAGE_FIELDS`), the calls table and arguments, the refused contents of `ids`."""
+        import numpy as np
         import pyarrow as pa
 
-        message_schema = pa.schema([*arrow_schema(MESSAGE_FIELDS), pa.field("tool_calls", pa.string()),
-                                    pa.field("refused_content", pa.string())])
-        event_schema = pa.schema([*arrow_schema(EVENT_FIELDS), pa.field("payload", pa.string())])
-        with self._columnar_session() as run:
-            table = typed(run(self._MESSAGE_COLUMNS_SQL, ids, message_schema), message_schema) if messages and ids \
-                else message_schema.empty_table()
-            event_table = typed(run(self._EVENT_COLUMNS_SQL, ids, event_schema), event_schema) if events and ids \
-                else event_schema.empty_table()
-        refused = table.filter(table["refused_content"].is_valid()) if table["refused_content"].null_count < len(table) \
-            else table.slice(0, 0)
+        extra = ["tool_calls"] if self._REFUSED_SQL is not None else ["tool_calls", "content"]
+        schema = pa.schema([*arrow_schema(MESSAGE_FIELDS), *((name, pa.string()) for name in extra)])
+        table = typed(run(self._MESSAGE_COLUMNS_SQL, ids, schema), schema)
+        if self._REFUSED_SQL is not None:
+            refused_schema = pa.schema([("trace_id", pa.string()), ("sequence", pa.int64()), ("content", pa.string())])
+            refused = typed(run(self._REFUSED_SQL, ids, refused_schema), refused_schema)
+        else:  # the messages query read them (`content` is null on every other row)
+            refused = table.select(["trace_id", "sequence", "content"]).filter(table["content"].is_valid())
         contents = {(trace_id, sequence): json.loads(content) for trace_id, sequence, content in zip(
-            *(refused[name].to_pylist() for name in ("trace_id", "sequence", "refused_content")), strict=True)}
-        return ColumnarRead(records=[], messages=table.drop_columns(["tool_calls", "refused_content"]),
-                            calls=json_values(table["tool_calls"]), contents=contents,
-                            events=event_table.drop_columns(["payload"]),
-                            payloads=json_values(event_table["payload"], keep_nulls=True))
+            *(refused[name].to_pylist() for name in ("trace_id", "sequence", "content")), strict=True)}
+        rows: Any = np.flatnonzero(np.asarray(table["tool_calls"].is_valid())) if len(table) else []
+        calls, arguments = calls_of_column(rows, table["tool_calls"])
+        return table.drop_columns(extra), calls, arguments, contents
+
+    def _event_columns(self, run: Callable[..., Any], ids: Sequence[str]) -> tuple[pa.Table, list[Any]]:
+        """The events table (`EVENT_FIELDS`) and the payloads of the traces `ids`, the fields lifted by SQL."""
+        import pyarrow as pa
+
+        schema = pa.schema([*arrow_schema(EVENT_FIELDS), pa.field("payload", pa.string())])
+        table = typed(run(self._EVENT_COLUMNS_SQL, ids, schema), schema)
+        return table.drop_columns(["payload"]), json_values(table["payload"], keep_nulls=True)
 
     def trace_ids_under(self, root_ids: Sequence[str]) -> list[str]:
         """Every trace id of the trees under `root_ids` (a recursive SQL walk of `parent_trace_id`)."""

@@ -120,8 +120,27 @@ CREATE TABLE exchanges (
 """
 """Version 3: the model exchanges recorded with each trace (`cyber_agent/trace/exchange_log.py`)."""
 
+_V4 = """
+CREATE INDEX messages_columns ON messages (
+    trace_id, sequence,
+    message_id, role, goal_id, parent_sequence, branch, tool_call_id, tool_name, description, prompt_tokens,
+    completion_tokens, cached_tokens, cost, duration_ms, created_at, text, n_tool_calls, tool_call_names,
+    is_error, refused, model, usage_estimated, cost_estimated, cost_unpriced, truncated, summarized,
+    content_is_text, tool_calls
+);
+CREATE INDEX messages_refused ON messages (trace_id, sequence)
+    WHERE role = 'tool' AND refused IS NOT NULL AND content_is_text = 0
+"""
+"""Version 4: the columnar read's indexes (`cyber_agent/trace/sql_store.py:SQLTraceStore.read_columns`).
+
+`messages_columns` covers the typed columns, so the frames' message query reads the index alone and never
+the rows' JSON (`data`, which spills to overflow pages and was most of the read); `messages_refused`
+(partial) finds the few refused tool results whose content is not text, the only rows whose JSON the
+columnar read needs. Building them on an existing database reads each message row once. The column list
+is version 2's `MESSAGE_COLUMNS`, written out: a later version's columns are not there yet when this runs."""
+
 Migration = str | Callable[[sqlite3.Connection], None]
-MIGRATIONS: tuple[Migration, ...] = (_V1, _add_message_columns, _V3)
+MIGRATIONS: tuple[Migration, ...] = (_V1, _add_message_columns, _V3, _V4)
 SCHEMA_VERSION = len(MIGRATIONS)
 
 

@@ -240,13 +240,18 @@ class SQLiteTraceStore(SQLTraceStore):
             self._polled(lambda: conn.execute(sql, params), None)
 
     # ---- columnar reads: SQLite's rows straight into Arrow (ADBC), no Python object per value ----------------
+    # Through the partial index (`sqlite_schema.py:_V4`) by name: the planner would take the primary key's range
+    # of the trace, which reads every message row of it.
+    _REFUSED_SQL = ("SELECT trace_id, sequence, data -> '$.content' AS content FROM messages INDEXED BY messages_refused",
+                    " AND role = 'tool' AND refused IS NOT NULL AND content_is_text = 0", "sequence")
+
     def _rows_and_names(self, sql: str, params: Sequence[Any]) -> tuple[list[Any], list[str]]:
         conn = self._conn()
         cursor = self._polled(lambda: conn.execute(sql, params), None)
         return cursor.fetchall(), [d[0] for d in cursor.description or ()]
 
     @contextmanager
-    def _columnar_session(self) -> Iterator[Callable[[tuple[str, str], Sequence[str], Any], Any]]:
+    def _columnar_session(self) -> Iterator[Callable[[tuple[str, str, str], Sequence[str], Any], Any]]:
         try:
             from adbc_driver_sqlite import dbapi as adbc
         except ImportError:  # the `frames` extra is not installed: the rows go through Python objects
@@ -257,18 +262,32 @@ class SQLiteTraceStore(SQLTraceStore):
 
         # Read-only, its own connection: it sees what is committed, as every read here does.
         with adbc.connect(f"{self.path.resolve().as_uri()}?mode=ro") as conn, conn.cursor() as cursor:
-            def run(query: tuple[str, str], ids: Sequence[str], schema: pa.Schema) -> pa.Table:
-                select, order = query
+            # Another connection opening the database at the same moment (the other part of a parallel read)
+            # holds its lock briefly: wait for it as every connection of this store does.
+            cursor.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+            cursor.fetchall()
+
+            def run(query: tuple[str, str, str], ids: Sequence[str], schema: pa.Schema) -> pa.Table:
+                select, condition, order = query
                 # One batch for the whole result: the driver types each column from its first batch, and a
                 # column that starts with NULLs would be typed from nothing.
                 cursor.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(2**30)})
                 # The ids bound as a table: the statement runs once per id, results in that order (each a
                 # range of the primary key), so nothing is sorted or reordered afterwards.
-                cursor.execute(f"{select} WHERE trace_id = ? ORDER BY {order}", pa.table({"trace_id": list(ids)}))
+                cursor.execute(f"{select} WHERE trace_id = ?{condition} ORDER BY {order}", pa.table({"trace_id": list(ids)}))
                 table: pa.Table = cursor.fetch_arrow_table()
                 return table if table.num_rows else schema.empty_table()
 
             yield run
+
+    @property
+    def _parallel_columns(self) -> bool:  # type: ignore[override]
+        """With ADBC, each part of a columnar read has a connection of its own (the stdlib's would stay open per thread)."""
+        try:
+            import adbc_driver_sqlite.dbapi  # noqa: F401
+        except ImportError:
+            return False
+        return True
 
     def _is_damage(self, exc: BaseException) -> bool:
         if super()._is_damage(exc):

@@ -50,8 +50,10 @@ class BulkReads:
         return records
 
     def _read_selected(self, root_ids: Sequence[str] | None, *, messages: bool, events: bool, each: Callable[
-            [TraceRecord], TraceRecord] | None = None) -> tuple[list[TraceRecord], list[DamagedEntry]]:
-        """The records of `read_records` (each passed through `each` as it is read) and the damaged entries."""
+            [TraceRecord], TraceRecord] | None = None, read: Callable[[JSONRecord], TraceRecord] | None = None,
+    ) -> tuple[list[TraceRecord], list[DamagedEntry]]:
+        """The records of `read_records` (each passed through `each` as it is read; `read(meta)` instead of
+        `_read_record` when given) and the damaged entries."""
         if isinstance(root_ids, str):
             raise InvalidUpdateError(f"root_ids must be a sequence of trace ids, got the string {root_ids!r}")
         for root_id in root_ids or ():
@@ -61,7 +63,7 @@ class BulkReads:
             records = []
             for meta in select_trees(metas, root_ids):  # a trace whose records cannot be read is skipped and named
                 try:
-                    record = self._read_record(meta, messages=messages, events=events)
+                    record = self._read_record(meta, messages=messages, events=events) if read is None else read(meta)
                 except (CorruptRecordError, ValueError, KeyError, TypeError) as exc:
                     damaged.append(damaged_record(str(meta.get("trace_id")), self._record_location(meta), exc))
                     continue
@@ -73,5 +75,11 @@ class BulkReads:
         """`read_records`' trees with their messages and events as columns (`cyber_agent/trace/columnar.py`): each
         trace's parsed messages are appended to the columns and freed as it is read; damaged traces are named."""
         builder = ColumnBuilder(messages=messages, events=events)
-        records, damaged = self._read_selected(root_ids, messages=messages, events=events, each=builder.add_record)
+        records, damaged = self._read_selected(root_ids, messages=messages, events=events,
+                                               read=lambda meta: self._read_into(meta, builder))
         return builder.build(records, damaged)
+
+    def _read_into(self, meta: JSONRecord, builder: ColumnBuilder) -> TraceRecord:
+        """One trace's record without its messages and events, which go to `builder` (a store that parses them
+        one at a time hands each over as it is parsed: the file store)."""
+        return builder.add_record(self._read_record(meta, messages=builder.messages, events=builder.events))

@@ -68,7 +68,7 @@ async def test_a_version_2_database_gains_the_exchanges_table_in_place(tmp_path:
     conn.close()
     store = SQLiteTraceStore(path)
     versions = [v for (v,) in store.connection().execute("SELECT version FROM schema_versions ORDER BY version")]
-    assert versions == [1, 2, 3] == list(range(1, SCHEMA_VERSION + 1))
+    assert versions == [1, 2, 3, 4] == list(range(1, SCHEMA_VERSION + 1))
     trace = Trace.create(task="after the upgrade")
     await store.create_trace(trace)
     assert await store.append_exchange(trace.trace_id, {"n": 0}) == 0

@@ -4,6 +4,7 @@ schema versions and migrations, one copy of each message, transactions that leav
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -71,6 +72,31 @@ async def test_an_older_database_is_upgraded_and_keeps_its_rows(tmp_path: Path) 
     assert versions == list(range(1, SCHEMA_VERSION + 1))
     assert store.connection().execute("SELECT role, completion_tokens FROM messages").fetchall() == [("assistant", 7)]
     assert [m.content for m in await store.get_trace_messages(trace.trace_id)] == ["hi"]
+
+
+def test_a_version_3_database_gets_the_columnar_indexes_and_its_reads_use_them(tmp_path: Path) -> None:
+    # tests/trace/data/pre_typed/runs.db was written by the code of version 3 (make_pre_typed_stores.py).
+    path = tmp_path / "runs.db"
+    shutil.copy(Path(__file__).parent / "data" / "pre_typed" / "runs.db", path)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT max(version) FROM schema_versions").fetchone() == (3,)
+        before = conn.execute("SELECT * FROM messages ORDER BY trace_id, sequence").fetchall()
+    store = SQLiteTraceStore(path)
+    conn = store.connection()
+    versions = [v for (v,) in conn.execute("SELECT version FROM schema_versions ORDER BY version")]
+    assert versions == [1, 2, 3, 4] == list(range(1, SCHEMA_VERSION + 1))
+    indexes = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert {"messages_columns", "messages_refused"} <= indexes
+    assert conn.execute("SELECT * FROM messages ORDER BY trace_id, sequence").fetchall() == before  # rows unchanged
+    plans = {}
+    for name, (select, condition, order) in (("messages", store._MESSAGE_COLUMNS_SQL), ("refused", store._REFUSED_SQL)):
+        plans[name] = " ".join(str(row[-1]) for row in conn.execute(
+            f"EXPLAIN QUERY PLAN {select} WHERE trace_id = ?{condition} ORDER BY {order}", ("x",)))
+    assert "COVERING INDEX messages_columns" in plans["messages"], plans  # never the rows' JSON
+    assert "INDEX messages_refused" in plans["refused"], plans
+    read = store.read_columns(None)
+    assert read.messages.num_rows == len(before) == 12
+    assert read.messages["refused"].to_pylist()[5:8] == ["depth", None, "rejected"]
 
 
 def test_a_newer_database_is_refused_with_the_fix(tmp_path: Path) -> None:

@@ -10,9 +10,11 @@ Trees come from `cyber_agent/notebook/sample_tree.py:awrite_sample_tree` (seeded
 in-memory store. A size the sampler cannot reach in one root (it stops at 8,252 traces under
 its quota) gets more roots until the count is reached; the forest is `--roots` trees of ~9,100
 traces (what one recursive root can reach). Per size, medians of:
-- `read`: `store.read_records(roots, messages=False, events=False)` (the store's share);
+- `read`: `store.read_records(roots, messages=False, events=False, goals=False, fields=VIEW_FIELDS)` (the
+  store's share; `cyber_agent/notebook/tree_view.py:_read`, what `atree_view` reads);
 - `view`: the node columns (paths, titles, verdicts, totals) from those records;
-- `pages`: the first `page_limit` (`PAGE_LIMIT`, 200) pages, breadth first, with their last 20 messages read;
+- `pages`: the first `page_limit` (`PAGE_LIMIT`, 200) pages, breadth first: their whole records and their last
+  20 messages read (`TreeView._afill_pages`), then built;
 - `html`: `to_html()` (column-wise JSON, pages, static outline, script): what the kernel sends;
 - `kernel` = read + view + pages + html: from the store to the HTML payload ready (the target);
 - `chromium`: the HTML written as a page (`to_document`), opened from file:// in headless Debian
@@ -40,7 +42,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cyber_agent.notebook.sample_tree import awrite_sample_tree  # noqa: E402
-from cyber_agent.notebook.tree_view import TreeView, _read_messages, export_html  # noqa: E402
+from cyber_agent.notebook.tree_view import TreeView, _read, export_html  # noqa: E402
 from cyber_agent.trace.bulk import gc_paused  # noqa: E402
 from cyber_agent.trace import InMemoryTraceStore  # noqa: E402
 
@@ -88,18 +90,15 @@ def measure(traces: int, roots: int, reps: int, browser: bool) -> dict[str, Any]
     for _ in range(reps):
         # The stages of `atree_view` (what `TreeView(store, roots)` does), timed one by one.
         started = time.perf_counter()
-        records = asyncio.run(store.read_records(ids, messages=False, events=False))
+        records = asyncio.run(_read(store, ids))
         times["read"].append(time.perf_counter() - started)
         started = time.perf_counter()
         with gc_paused():
             view = TreeView(records, ids, _pages_later=True)
-        view._store = store
+        view._store, view._projected = store, True
         times["view"].append(time.perf_counter() - started)
         started = time.perf_counter()
-        chosen = view._page_ids()
-        read = asyncio.run(_read_messages(store, chosen))
-        with gc_paused():
-            view._pages.update(view._build_pages(chosen, read))
+        asyncio.run(view._afill_pages())
         times["pages"].append(time.perf_counter() - started)
         started = time.perf_counter()
         text = view.to_html()

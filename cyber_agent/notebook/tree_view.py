@@ -31,7 +31,7 @@ import math
 import os
 from collections import namedtuple
 from operator import itemgetter
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -50,8 +50,8 @@ from cyber_agent.trace.models import Message
 from cyber_agent.trace.protocols import TraceReader
 
 __all__ = [
-    "HIGHLIGHT_KINDS", "PAGE_LIMIT", "STATIC_ROWS", "TreeCompareView", "TreeView", "atree_view", "export_html",
-    "tree_view_compare", "write_document",
+    "HIGHLIGHT_KINDS", "PAGE_LIMIT", "STATIC_ROWS", "VIEW_FIELDS", "TreeCompareView", "TreeView", "atree_view",
+    "export_html", "tree_view_compare", "write_document",
 ]
 
 STATIC_ROWS = 500
@@ -90,6 +90,11 @@ def _titles(objectives: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(distinct_titles(list(objectives)))
 
 
+def _title(objective: str) -> str:
+    """`distinct_titles([objective])[0]` (an only child's title), without the group's bookkeeping."""
+    return distinct_titles([objective])[0]
+
+
 class _Columns:
     """The nodes of a forest, column by column, parents before children (depth first)."""
 
@@ -110,33 +115,42 @@ class _Columns:
     def finish(self, parents: Sequence[str | None], objectives: Sequence[str]) -> None:
         """Parent indices, depths, paths and sibling-distinct titles from the parent ids (frame order)."""
         index = {trace_id: i for i, trace_id in enumerate(self.ids)}
-        counts: dict[int, list[int]] = {}
-        siblings: dict[Hashable, list[int]] = {}
-        for i, parent_id in enumerate(parents):
-            p = index.get(parent_id, -1) if parent_id else -1
-            if p >= i:  # a parent after its child: not a tree order; treat as a root
-                p = -1
-            self.parent.append(p)
-            if p < 0:
-                self.depth.append(0)
-                self.path.append("root")
-            else:
-                self.depth.append(self.depth[p] + 1)
-                seen = counts.setdefault(p, [0, 0])
-                base = "" if self.path[p] == "root" else f"{self.path[p]}."
-                if self.role[i] == "validator":
-                    seen[1] += 1
-                    self.path.append(f"{base}v{seen[1]}")
+        n = len(self.ids)
+        # A parent after its child is not a tree order: that node counts as a root.
+        self.parent = [p if p < i else -1 for i, p in enumerate(
+            [index.get(parent_id, -1) if parent_id else -1 for parent_id in parents])]
+        depth, path, role = [0] * n, ["root"] * n, self.role
+        agents, validators = [0] * n, [0] * n  # children numbered so far, per parent
+        siblings: dict[int, list[int]] = {}
+        for i, p in enumerate(self.parent):
+            validator = role[i] == "validator"
+            if p >= 0:
+                depth[i] = depth[p] + 1
+                base = path[p]
+                base = "" if base == "root" else base + "."
+                if validator:
+                    validators[p] += 1
+                    path[i] = f"{base}v{validators[p]}"
                 else:
-                    seen[0] += 1
-                    self.path.append(f"{base}{seen[0]}")
-            if self.role[i] != "validator":
-                siblings.setdefault(p, []).append(i)
+                    agents[p] += 1
+                    path[i] = f"{base}{agents[p]}"
+            if not validator:
+                group = siblings.get(p)
+                if group is None:
+                    siblings[p] = [i]
+                else:
+                    group.append(i)
+        self.depth, self.path = depth, path
         self.objective = list(objectives)
-        self.title = [""] * len(self.ids)
+        self.title = [""] * n
+        title = self.title
         for group in siblings.values():
-            for i, title in zip(group, _titles(tuple(objectives[i] for i in group))):
-                self.title[i] = title
+            if len(group) == 1:  # `distinct_titles` of one text: the text, shortened
+                i = group[0]
+                title[i] = _title(objectives[i])
+                continue
+            for i, text in zip(group, _titles(tuple(objectives[i] for i in group))):
+                title[i] = text
 
 
 _META_FIELDS = ("trace_id", "parent_trace_id", "status", "total_cost", "total_tokens", "total_messages", "task",
@@ -145,44 +159,49 @@ _META = itemgetter(*_META_FIELDS)
 
 
 def _columns_from_records(records: Sequence[TraceRecord]) -> _Columns:
-    """Node columns from store records (no pandas): the same paths, titles and verdicts as the frames give."""
+    """Node columns from store records (no pandas): the same paths, titles and verdicts as the frames give.
+
+    Column by column (list comprehensions over the fields `_META` takes in one C call per record):
+    a 100,000-trace forest took 1.6 s row by row.
+    """
     cols = _Columns()
-    parents: list[str | None] = []
-    objectives: list[str] = []
+    metas = [record.trace for record in records]
+    try:  # a native record has every field
+        rows = list(map(_META, metas))
+    except KeyError:  # an imported or older record: field by field
+        rows = [tuple(meta.get(k) for k in _META_FIELDS) for meta in metas]
+    if not rows:
+        cols.finish([], [])
+        return cols
+    ids, parents, statuses, costs, totals, counts, tasks, protocols, agent_types, lineages = (list(c) for c in zip(*rows))
+    cols.ids = ids
+    cols.role = ["validator" if isinstance(lineage, dict) and lineage.get("created_by_tool") == "validator"
+                 else str(agent_type or "agent") for lineage, agent_type in zip(lineages, agent_types)]  # frame_rows.trace_role
+    cols.status = [status if type(status) is str else str(status) for status in statuses]
+    cols.cost = [round(cost, 6) if isinstance(cost, float) else round(_num(cost), 6) for cost in costs]
+    cols.tokens = [total if isinstance(total, int) else int(_num(total)) for total in totals]
+    cols.calls = [(count if isinstance(count, int) else int(_num(count))) // 2 for count in counts]
+    objectives = [trace_objective(task, protocol) for task, protocol in zip(tasks, protocols)]
     own: dict[str, str] = {}  # validator -> its verdict (the first validation it wrote)
     latest: dict[str, tuple[int, str]] = {}  # judged trace -> (index, verdict) of its latest validation
-    ids, roles, statuses, costs, tokens, calls = cols.ids, cols.role, cols.status, cols.cost, cols.tokens, cols.calls
-    for record in records:
-        meta = record.trace
-        try:  # a native record has every field: one C call
-            trace_id, parent, status, cost, total, count, task, protocol, agent_type, lineage = _META(meta)
-        except KeyError:  # an imported or older record: field by field
-            trace_id, parent, status, cost, total, count, task, protocol, agent_type, lineage = (
-                meta.get(k) for k in _META_FIELDS)
-        ids.append(trace_id)
-        parents.append(parent)
-        roles.append("validator" if isinstance(lineage, dict) and lineage.get("created_by_tool") == "validator"
-                     else str(agent_type or "agent"))  # frame_rows.trace_role, inlined
-        statuses.append(str(status))
-        costs.append(round(cost, 6) if isinstance(cost, float) else round(_num(cost), 6))
-        tokens.append(total if isinstance(total, int) else int(_num(total)))
-        calls.append((count if isinstance(count, int) else int(_num(count))) // 2)
-        objectives.append(trace_objective(task, protocol))
+    for trace_id, protocol in zip(ids, protocols):
         validations = protocol.get("validations") if isinstance(protocol, dict) else None
-        if validations:
-            for number, validation in enumerate(validations):
-                verdict = validation.get("verdict") if isinstance(validation, dict) else None
-                if not isinstance(verdict, str):
-                    continue
-                validator = validation.get("validator_trace_id")
-                if isinstance(validator, str):
-                    own.setdefault(validator, verdict)
-                target = validation.get("target_trace_id") or trace_id
-                if target not in latest or number >= latest[target][0]:
-                    latest[target] = (number, verdict)
-    for trace_id, role in zip(cols.ids, cols.role):
-        verdict = own.get(trace_id, "") if role == "validator" else latest.get(trace_id, (0, ""))[1]
-        cols.verdict.append(verdict if verdict in VERDICT_MARKS else "")
+        if not validations:
+            continue
+        for number, validation in enumerate(validations):
+            verdict = validation.get("verdict") if isinstance(validation, dict) else None
+            if not isinstance(verdict, str):
+                continue
+            validator = validation.get("validator_trace_id")
+            if isinstance(validator, str):
+                own.setdefault(validator, verdict)
+            target = validation.get("target_trace_id") or trace_id
+            if target not in latest or number >= latest[target][0]:
+                latest[target] = (number, verdict)
+    none = (0, "")
+    verdicts = [own.get(trace_id, "") if role == "validator" else latest.get(trace_id, none)[1]
+                for trace_id, role in zip(ids, cols.role)]
+    cols.verdict = [verdict if verdict in VERDICT_MARKS else "" for verdict in verdicts]
     cols.finish(parents, objectives)
     return cols
 
@@ -314,22 +333,29 @@ _PAGE_COLUMNS: dict[str, list[str]] = {  # what a page reads of each frame's row
 }
 
 
-async def _read(store: TraceReader, roots: Sequence[str]) -> list[TraceRecord]:
-    return await store.read_records(list(roots), messages=False, events=False)
+VIEW_FIELDS = ("parent_trace_id", "status", "total_cost", "total_tokens", "total_messages", "task", "agent_type",
+               "lineage.created_by_tool", "protocol.brief.objective", "protocol.validations.verdict",
+               "protocol.validations.validator_trace_id", "protocol.validations.target_trace_id")
+"""What the tree's columns read of each trace (`_columns_from_records`): the first paint reads only these."""
+
+
+async def _read(store: TraceReader, roots: Sequence[str], *, whole: bool = False) -> list[TraceRecord]:
+    """The trees' records: every field and goal tree when `whole` (every page is built), else `VIEW_FIELDS`."""
+    if whole:
+        return await store.read_records(list(roots), messages=False, events=False)
+    return await store.read_records(list(roots), messages=False, events=False, goals=False, fields=VIEW_FIELDS)
 
 
 async def atree_view(source: StoreSource, root_ids: str | Sequence[str], **options: Any) -> TreeView:
     """`TreeView(source, root_ids, **options)` read with `await` (from async code or the toolkit's background loop)."""
     store = open_source(source)
     roots = [root_ids] if isinstance(root_ids, str) else list(root_ids)
-    records = await _read(store, roots)
+    whole = options.get("page_limit", PAGE_LIMIT) is None
+    records = await _read(store, roots, whole=whole)
     with gc_paused():
         view = TreeView(records, roots, _pages_later=True, **options)
-        view._store = store
-        ids = view._page_ids()
-    read = await _read_messages(store, ids) if view.messages and ids else None
-    with gc_paused():
-        view._pages.update(view._build_pages(ids, read))
+    view._store, view._projected = store, not whole
+    await view._afill_pages()
     return view
 
 
@@ -338,6 +364,15 @@ async def _read_messages(store: TraceReader, ids: Sequence[str]) -> dict[str, li
     # leaving, and the next allocation then walks every record loaded (37 ms per page at 10k traces).
     with gc_paused():
         return {trace_id: await store.get_trace_messages(trace_id) for trace_id in ids}
+
+
+async def _read_page_inputs(store: TraceReader, record_ids: Sequence[str], message_ids: Sequence[str] | None,
+                            ) -> tuple[list[TraceRecord] | None, dict[str, list[Message]] | None]:
+    """The whole records of `record_ids` (None when empty) and the messages of `message_ids` (None: not read)."""
+    with gc_paused():  # one pause for both reads (see `_read_messages`)
+        records = await store.read_records(list(record_ids), messages=False, events=False, subtrees=False) \
+            if record_ids else None
+        return records, (await _read_messages(store, message_ids) if message_ids else None)
 
 
 Highlight = Any
@@ -370,6 +405,7 @@ class TreeView(RichDisplay):
         self.title = title
         self._store: TraceReader | None = None
         self._records: list[TraceRecord] | None = None
+        self._projected = False  # records of `VIEW_FIELDS` only: a page reads its trace's whole record
         self._frames: TraceFrames | None = None
         if isinstance(source, TraceFrames):
             self._frames = source
@@ -379,7 +415,8 @@ class TreeView(RichDisplay):
                 self._records = list(source)
             else:
                 self._store = open_source(source)
-                self._records = run_sync(_read(self._store, roots))
+                self._projected = page_limit is not None
+                self._records = run_sync(_read(self._store, roots, whole=not self._projected))
             cols = _columns_from_records(self._records)
         self._cols = cols
         self._index = {trace_id: i for i, trace_id in enumerate(cols.ids)}
@@ -416,8 +453,7 @@ class TreeView(RichDisplay):
         self.messages = messages
         self._pages: dict[str, Page] = {}
         if not _pages_later:
-            ids = self._page_ids()
-            self._pages.update(self._build_pages(ids, self._read_page_messages(ids)))
+            self._fill_pages(self._page_ids())
 
     # ---- building -----------------------------------------------------------------------
     def _page_ids(self) -> list[str]:
@@ -429,18 +465,45 @@ class TreeView(RichDisplay):
             chosen = [*chosen, self.focus]
         return [c.ids[i] for i in chosen]
 
-    def _read_page_messages(self, ids: Sequence[str]) -> dict[str, list[Message]] | None:
-        if self._store is None or not self.messages or not ids:
-            return None
-        return run_sync(_read_messages(self._store, ids))
+    def _page_inputs(self, ids: Sequence[str]) -> tuple[list[str], list[str] | None]:
+        """What pages of `ids` read from the store: whole records (of projected views) and messages (None: none)."""
+        if self._store is None or not ids:
+            return [], None
+        records = self._record_ids(ids) if self._projected else []
+        return records, (list(ids) if self.messages else None)
+
+    def _fill_pages(self, ids: Sequence[str]) -> None:
+        """Build the pages of `ids`, reading what they need through the bridge."""
+        record_ids, message_ids = self._page_inputs(ids)
+        records, read = run_sync(_read_page_inputs(self._store, record_ids, message_ids)) \
+            if self._store is not None and (record_ids or message_ids) else (None, None)
+        with gc_paused():
+            self._pages.update(self._build_pages(ids, read, records))
+
+    async def _afill_pages(self) -> None:
+        """Build the pages `page_limit` embeds, reading what they need with `await`."""
+        ids = self._page_ids()
+        record_ids, message_ids = self._page_inputs(ids)
+        records, read = await _read_page_inputs(self._store, record_ids, message_ids) \
+            if self._store is not None and (record_ids or message_ids) else (None, None)
+        with gc_paused():
+            self._pages.update(self._build_pages(ids, read, records))
+
+    def _record_ids(self, ids: Sequence[str]) -> list[str]:
+        """The traces a page of `ids` reads records of: their own, and their parents' (the reviews), in tree order."""
+        chosen = {self._index[t] for t in ids}
+        chosen |= {p for p in (self._cols.parent[i] for i in list(chosen)) if p >= 0}
+        return [self._cols.ids[i] for i in sorted(chosen)]
 
     def _text(self, i: int) -> TraceText:
         c = self._cols
         verdict: Any = c.verdict[i] or None
         return TraceText(path=c.path[i], title=c.title[i], objective=c.objective[i], verdict=verdict, checks="")
 
-    def _build_pages(self, ids: Sequence[str], read: Mapping[str, Sequence[Message]] | None) -> dict[str, Page]:
-        """Pages of `ids`, with the messages `read` (by trace id; None: not read, unless the frames hold them)."""
+    def _build_pages(self, ids: Sequence[str], read: Mapping[str, Sequence[Message]] | None,
+                     records: Sequence[TraceRecord] | None = None) -> dict[str, Page]:
+        """Pages of `ids`, with the messages `read` (by trace id; None: not read, unless the frames hold them) and
+        the whole `records` of `_record_ids(ids)` (None: the view's own records are whole)."""
         if not ids:
             return {}
         wanted = set(ids)
@@ -459,10 +522,9 @@ class TreeView(RichDisplay):
                     msgs.setdefault(str(row.trace_id), []).append(_FrameMessage(row))
         else:
             assert self._records is not None
-            chosen = {self._index[t] for t in ids}
-            chosen |= {p for p in (self._cols.parent[i] for i in list(chosen)) if p >= 0}  # parents: their reviews
-            subset = [self._records[i] for i in sorted(chosen)]
-            tables = _record_tables(subset)
+            if records is None:
+                records = [self._records[self._index[t]] for t in self._record_ids(ids)]
+            tables = _record_tables(records)
             msgs = dict(read) if read is not None else None
         return _pages(*tables, texts, paths, msgs, self.messages)
 
@@ -554,7 +616,7 @@ class TreeView(RichDisplay):
         if trace_id not in self._index:
             raise KeyError(f"{trace_id!r} is not in this tree view (roots: {', '.join(self.root_ids)})")
         if trace_id not in self._pages:
-            self._pages.update(self._build_pages([trace_id], self._read_page_messages([trace_id])))
+            self._fill_pages([trace_id])
         return self._pages[trace_id]
 
     def find(self, text: str) -> list[str]:

@@ -111,10 +111,11 @@ class _Columns:
         self.tokens: list[int] = []
         self.calls: list[int] = []
         self.depth: list[int] = []
+        self.index: dict[str, int] = {}  # trace id -> node index
 
     def finish(self, parents: Sequence[str | None], objectives: Sequence[str]) -> None:
         """Parent indices, depths, paths and sibling-distinct titles from the parent ids (frame order)."""
-        index = {trace_id: i for i, trace_id in enumerate(self.ids)}
+        self.index = index = {trace_id: i for i, trace_id in enumerate(self.ids)}
         n = len(self.ids)
         # A parent after its child is not a tree order: that node counts as a root.
         self.parent = [p if p < i else -1 for i, p in enumerate(
@@ -151,6 +152,29 @@ class _Columns:
                 continue
             for i, text in zip(group, _titles(tuple(objectives[i] for i in group))):
                 title[i] = text
+
+
+def _subtree_totals(cols: _Columns) -> list[tuple[float, int, int, int]]:
+    """(cost, tokens, calls, traces) of every node's subtree, level by level from the deepest (NumPy).
+
+    Each parent adds its children's totals in decreasing index order, as a loop from the last node
+    up would, so the float sums are the same to the last bit.
+    """
+    import numpy as np
+
+    n = len(cols.ids)
+    cost = np.array(cols.cost, dtype=np.float64)
+    tokens = np.array(cols.tokens, dtype=np.int64)
+    calls = np.array(cols.calls, dtype=np.int64)
+    count = np.ones(n, dtype=np.int64)
+    parent = np.array(cols.parent, dtype=np.int64)
+    depth = np.array(cols.depth, dtype=np.int64)
+    for level in range(int(depth.max()) if n else 0, 0, -1):
+        nodes = np.flatnonzero(depth == level)[::-1]
+        up = parent[nodes]
+        for column in (cost, tokens, calls, count):
+            np.add.at(column, up, column[nodes])
+    return list(zip(cost.tolist(), tokens.tolist(), calls.tolist(), count.tolist()))
 
 
 _META_FIELDS = ("trace_id", "parent_trace_id", "status", "total_cost", "total_tokens", "total_messages", "task",
@@ -419,20 +443,11 @@ class TreeView(RichDisplay):
                 self._records = run_sync(_read(self._store, roots, whole=not self._projected))
             cols = _columns_from_records(self._records)
         self._cols = cols
-        self._index = {trace_id: i for i, trace_id in enumerate(cols.ids)}
+        self._index = cols.index
         missing = [r for r in roots if r not in self._index]
         if missing:
             raise KeyError(f"no trace {missing[0]!r} in this source; pass a root of it (e.g. to_frames(store).roots)")
-        n = len(cols.ids)
-        self._sub = [[cols.cost[i], cols.tokens[i], cols.calls[i], 1] for i in range(n)]
-        for i in range(n - 1, -1, -1):  # children come after their parents: fold totals upwards
-            p = cols.parent[i]
-            if p >= 0:
-                up, mine = self._sub[p], self._sub[i]
-                up[0] += mine[0]
-                up[1] += mine[1]
-                up[2] += mine[2]
-                up[3] += mine[3]
+        self._sub = _subtree_totals(cols)
         self.badges: dict[int, list[str]] = {}
         """Badges by node index (from `marks` and from highlights)."""
         for trace_id, values in (marks or {}).items():
@@ -643,17 +658,15 @@ class TreeView(RichDisplay):
         statuses = list(dict.fromkeys(c.status))
         role_code = {r: k for k, r in enumerate(roles)}
         status_code = {s: k for k, s in enumerate(statuses)}
-        ids: list[str] = []  # a T2 sub-trace id is its parent's id + "@…": only the tail is sent ("@…")
-        for i, trace_id in enumerate(c.ids):
-            p = c.parent[i]
-            if p >= 0 and trace_id.startswith(c.ids[p] + "@"):
-                ids.append(trace_id[len(c.ids[p]):])
-            else:
-                ids.append(trace_id)
+        all_ids = c.ids  # a T2 sub-trace id is its parent's id + "@…": only the tail is sent ("@…")
+        ids = [trace_id[len(all_ids[p]):] if p >= 0 and trace_id.startswith(all_ids[p])
+               and trace_id[len(all_ids[p]):len(all_ids[p]) + 1] == "@" else trace_id
+               for trace_id, p in zip(all_ids, c.parent)]
+        verdict_code = {v: k for k, v in enumerate(_VERDICTS)}
         return {
             "v": 2, "ids": ids, "parent": c.parent, "path": c.path, "roles": roles, "role": [role_code[r] for r in c.role],
             "statuses": statuses, "status": [status_code[s] for s in c.status],
-            "verdict": [_VERDICTS.index(v) for v in c.verdict], "title": c.title,
+            "verdict": [verdict_code[v] for v in c.verdict], "title": c.title,
             "cost": c.cost, "tokens": c.tokens, "calls": c.calls,
             "badges": {str(i): b for i, b in self.badges.items()}, "hl": {str(i): k for i, k in self.highlights.items()},
             "pairs": {str(i): t for i, t in self.pairs.items()},

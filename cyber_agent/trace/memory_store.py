@@ -104,12 +104,12 @@ class InMemoryTraceStore(BaseTraceStore):
         # The stored JSON text parsed directly: no pydantic, each message once (see trace/records.py).
         trace_id = meta["trace_id"]
         trace, tree = self._meta_and_tree(trace_id, goals=goals, fields=fields)
-        raw: list[str] = []
-        lines: list[str] = []
-        if messages or events:
-            with self._lock(trace_id):
-                raw = list(self._messages.get(trace_id, [])) if messages else []
-                lines = list(self._events.get(trace_id, [])) if events else []
+        if not messages and not events:  # the tree view's read: nothing else to parse
+            return TraceRecord(trace=trace, goal_tree=tree, resource_usage=self._read_side_record(trace_id, "resource_usage"),
+                               tool_approvals=self._read_side_record(trace_id, "tool_approvals"))
+        with self._lock(trace_id):
+            raw = list(self._messages.get(trace_id, [])) if messages else []
+            lines = list(self._events.get(trace_id, [])) if events else []
         parsed = [json.loads(data) for data in raw]
         by_sequence = {m["sequence"]: m for m in parsed}
         raw_by_sequence = {m["sequence"]: data for m, data in zip(parsed, raw, strict=True)}

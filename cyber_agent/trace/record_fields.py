@@ -9,17 +9,15 @@ so `protocol.validations.verdict` keeps every validation's verdict). `trace_id` 
 The projection of a record is, by definition, `project_meta(full_meta, projection)`. A store may
 read less to get there but returns exactly that, which the conformance tests check for every
 store: the file and SQL stores project the JSON they parse; a store holding live `Trace`s dumps
-only the parts asked for (`dump_projected`, pydantic's `include=`: half the time of a whole dump
-for the tree view's fields, measured in docs/performance.md). `include=` narrows models only; a
-path into a mapping (`context.key`) is dumped whole and projected after. The trace models'
-own serializers only drop keys (empty claims), so a narrowed dump equals the projected one.
+only the parts asked for (`dump_projected`: attributes where JSON mode keeps them as they are,
+pydantic for the rest; for the tree view's fields a third of a whole dump's time).
 """
 
 from __future__ import annotations
 
 import types
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Union, get_args, get_origin
 
@@ -36,18 +34,20 @@ Spec = dict[str, Any]
 """Parts to keep: part -> True (the whole value) or a nested Spec."""
 
 
+Dump = Callable[[Any], Any]
+"""Dumps the kept parts of one model instance (`_dumper`)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class TraceProjection:
-    """A checked `fields=` list: what to keep of a meta, and a pydantic `include=` that dumps no less."""
+    """A checked `fields=` list: the parts of a meta to keep, and how to dump them from a live `Trace`."""
 
     fields: tuple[str, ...]
     """The dotted paths asked for (sorted, `trace_id` added)."""
     spec: Spec
     """The nested parts to keep (`project_meta` applies it)."""
-    include: Mapping[str, Any]
-    """A `Trace.model_dump(include=...)` argument whose dump holds at least `spec` (only models are narrowed)."""
-    exact: bool
-    """Whether the `include=` dump is the projection already (no path narrows a mapping)."""
+    dump: Dump = field(compare=False, repr=False)
+    """`dump_projected`'s function for this projection."""
 
 
 def trace_projection(fields: Collection[str]) -> TraceProjection:
@@ -72,22 +72,7 @@ def _projection(fields: tuple[str, ...]) -> TraceProjection:
                 node[part] = True
             else:
                 node = node.setdefault(part, {})
-    include = _include(Trace, spec, "")
-    return TraceProjection(fields=fields, spec=spec, include=include, exact=_same(include, spec))
-
-
-def _same(include: Mapping[Any, Any], spec: Spec | bool) -> bool:
-    """Whether `include` keeps exactly `spec` (a list level is `__all__` in `include`, passed through in `spec`)."""
-    if set(include) == {"__all__"}:
-        inner = include["__all__"]
-        return inner is True if spec is True else isinstance(inner, Mapping) and _same(inner, spec)
-    if not isinstance(spec, dict) or set(include) != set(spec):
-        return False
-    for part, sub in spec.items():
-        narrowed = include[part]
-        if (sub is True) != (narrowed is True) or (sub is not True and not _same(narrowed, sub)):
-            return False
-    return True
+    return TraceProjection(fields=fields, spec=spec, dump=_dumper(Trace, spec, ""))
 
 
 def _unwrap(annotation: Any) -> Any:
@@ -102,40 +87,73 @@ def _is_model(annotation: Any) -> bool:
     return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
-def _include(annotation: Any, spec: Spec, where: str) -> dict[Any, Any]:
-    """The `include=` of `spec` under a value of type `annotation` (`where`: its dotted path, for errors)."""
-    annotation = _unwrap(annotation)
+def _element(annotation: Any) -> Any:
+    """The model a list (tuple, set) field holds, None when it holds something else or is no sequence."""
     origin = get_origin(annotation)
-    if origin in (list, tuple, set, frozenset) or (isinstance(origin, type) and issubclass(origin, Sequence)):
-        args = [a for a in get_args(annotation) if a is not Ellipsis]
-        element = args[0] if args else Any
-        return {"__all__": _include(element, spec, where) if _is_model(_unwrap(element)) else True}
-    if not _is_model(annotation):
-        raise InvalidUpdateError(f"fields: {where!r} has no named parts (it is not a model); keep it whole")
-    out: dict[Any, Any] = {}
-    for part, sub in spec.items():
-        info = annotation.model_fields.get(part)
-        path = f"{where}.{part}" if where else part
-        if info is None:
-            known = ", ".join(sorted(annotation.model_fields))
-            raise InvalidUpdateError(f"fields: {path!r} is not a field of {annotation.__name__} (fields: {known})")
-        inner = _unwrap(info.annotation)
-        narrow = sub is not True and (_is_model(inner) or _is_model_sequence(inner))
-        out[part] = _include(inner, sub, path) if narrow else True
-        if sub is not True and not narrow and not _is_mapping(inner):
-            raise InvalidUpdateError(f"fields: {path!r} has no named parts (a {getattr(inner, '__name__', inner)}); "
-                                     "keep it whole")
-    return out
-
-
-def _is_model_sequence(annotation: Any) -> bool:
-    origin = get_origin(annotation)
-    return origin in (list, tuple, set, frozenset) and any(_is_model(_unwrap(a)) for a in get_args(annotation))
+    if origin not in (list, tuple, set, frozenset):
+        return None
+    models = {_unwrap(a) for a in get_args(annotation) if a is not Ellipsis} - {type(None)}
+    return next(iter(models)) if len(models) == 1 and _is_model(next(iter(models))) else None
 
 
 def _is_mapping(annotation: Any) -> bool:
     origin = get_origin(annotation) or annotation
     return annotation is Any or (isinstance(origin, type) and issubclass(origin, Mapping))
+
+
+_PLAIN = frozenset({str, int, float, bool})
+"""Types whose value `model_dump(mode="json")` returns as it is."""
+
+
+def _dumper(cls: type[BaseModel], spec: Spec, where: str) -> Dump:
+    """Check `spec` against `cls` (`where`: its dotted path, for errors) and return a function dumping those parts.
+
+    It reads attributes where that is exact: a plain JSON value of a model that changes nothing
+    when it is dumped (no field serializers or excluded fields; a model serializer only when it
+    declares the keys it may drop, `DUMP_MAY_DROP`, and `spec` keeps none of them). Anything else
+    (a datetime, an enum, a whole model, a mapping) is dumped by pydantic and cut by `_project`.
+    """
+    parts: list[tuple[str, str, Any]] = []
+    for part, sub in spec.items():
+        info = cls.model_fields.get(part)
+        path = f"{where}.{part}" if where else part
+        if info is None:
+            known = ", ".join(sorted(cls.model_fields))
+            raise InvalidUpdateError(f"fields: {path!r} is not a field of {cls.__name__} (fields: {known})")
+        inner = _unwrap(info.annotation)
+        if sub is True:
+            parts.append((part, "leaf", None))
+        elif _is_model(inner):
+            parts.append((part, "model", _dumper(inner, sub, path)))
+        elif (element := _element(inner)) is not None:
+            parts.append((part, "list", _dumper(element, sub, path)))
+        elif _is_mapping(inner):
+            parts.append((part, "cut", sub))
+        else:
+            raise InvalidUpdateError(f"fields: {path!r} has no named parts (a {getattr(inner, '__name__', inner)}); "
+                                     "keep it whole")
+    decorators = cls.__pydantic_decorators__
+    drops = getattr(cls, "DUMP_MAY_DROP", None) if decorators.model_serializers else frozenset()
+    if drops is None or not drops.isdisjoint(spec) or decorators.field_serializers \
+            or any(cls.model_fields[part].exclude for part in spec):
+        return lambda model: _project(model.model_dump(mode="json"), spec)
+
+    def dump(model: Any) -> JSONRecord:
+        out: JSONRecord = {}
+        for part, kind, inner in parts:
+            value = getattr(model, part)
+            if value is None or type(value) in _PLAIN:
+                out[part] = value
+            elif kind == "model" and isinstance(value, BaseModel):
+                out[part] = inner(value)
+            elif kind == "list" and type(value) is list and all(isinstance(v, BaseModel) for v in value):
+                out[part] = [inner(v) for v in value]
+            else:
+                whole = model.model_dump(mode="json", include={part: True})[part]
+                out[part] = whole if kind == "leaf" else _project(whole, spec[part])
+        return out
+
+    return dump
 
 
 def _project(value: Any, spec: Spec) -> Any:
@@ -157,7 +175,9 @@ def project_meta(meta: JSONRecord, projection: TraceProjection) -> JSONRecord:
 
 
 
+
+
 def dump_projected(trace: Trace, projection: TraceProjection) -> JSONRecord:
-    """`project_meta(trace.model_dump(mode="json"), projection)`, without dumping what is not kept."""
-    dumped: JSONRecord = trace.model_dump(mode="json", include=projection.include)
-    return dumped if projection.exact else _project(dumped, projection.spec)
+    """`project_meta(trace.model_dump(mode="json"), projection)`, without dumping what is not kept (`_dumper`)."""
+    dumped: JSONRecord = projection.dump(trace)
+    return dumped

@@ -138,3 +138,29 @@ async def test_an_old_record_is_migrated_before_it_is_projected(tmp_path):
     (part,) = await fresh.read_records(fields=["lineage.mode", "context"])
     assert whole.trace["lineage"]["mode"] == "recursive" and RUNNER_OWNED_CONTEXT.isdisjoint(whole.trace["context"])
     assert part.trace == {"trace_id": raw["trace_id"], "context": whole.trace["context"], "lineage": {"mode": "recursive"}}
+
+
+def _cut(value, parts):
+    """One dotted path of a JSON value, by hand: a dict keeps the named key, a list passes the path on."""
+    if not parts or not isinstance(value, (dict, list)):
+        return value
+    if isinstance(value, list):
+        return [_cut(item, parts) for item in value]
+    return {parts[0]: _cut(value[parts[0]], parts[1:])} if parts[0] in value else {}
+
+
+async def test_every_field_alone_is_the_whole_reads(store, open_store):
+    """Each `Trace` field, and each part of the protocol a report and a validation hold, projected alone."""
+    ids = await _forest(store)
+    from cyber_agent.trace.protocol_records import TaskReport
+
+    await store.update_trace(ids["grandchild"], protocol=ProtocolState(report=TaskReport(
+        outcome="completed", summary="done", outputs=["12 rows"])))
+    paths = [*Trace.model_fields, "protocol.report.claims", "protocol.report.outputs", "protocol.validations.claims",
+             "protocol.validations.created_at", "protocol.brief.completion_criteria", "lineage.mode"]
+    for reader in (store, open_store()):
+        whole = await reader.read_records()
+        for path in paths:
+            part = await reader.read_records(fields=[path], goals=False)
+            expected = [{"trace_id": record.trace_id, **_cut(record.trace, path.split("."))} for record in whole]
+            assert [r.trace for r in part] == expected, path

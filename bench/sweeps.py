@@ -10,7 +10,7 @@ Every cell is one legacy run of one model call: the fallible model (`fallible:la
 answering a task it does not know with one text reply after 50 ms, as a provider would. The
 grid: 200 distinct tasks x 1 model x legacy x 1 repeat, no scorer. Each scenario runs in its own
 child process, once on this checkout (`after`) and once on the code before #34 (`before`:
-`bench/targets.py:BEFORE_REF`, extracted into a temporary folder and put first on the child's
+`bench/targets.py:BEFORE_REF`, or the ref given by `--before REF`, extracted into a temporary folder and put first on the child's
 `PYTHONPATH`), alternating, so load hits both alike. The same `run_sweep` call runs on both:
 
 - `asyncio` at concurrency 64 on a memory store and on SQLite (the store the other backends need);
@@ -54,7 +54,7 @@ BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(BENCH))
 
-from targets import before_tree, env_for, target  # noqa: E402
+from targets import BEFORE_REF, before_tree, env_for, target  # noqa: E402
 
 LATENCY = 0.05
 CONCURRENCY = 64
@@ -99,11 +99,22 @@ async def timed_sweep(cells: int, latency: float, *, store_url: str, backend: st
     report = await run_sweep(grid(cells, latency, f"bench-{backend}-{concurrency}"), store, concurrency=concurrency,
                              backend=backend, workers=workers, on_progress=observe)  # type: ignore[arg-type]
     seconds = time.perf_counter() - started
+    _stop_fork_server()
     cpu = _cpu() - cpu_before
     assert report.progress.done == cells, report.progress
     return {"total_s": seconds, "start_s": marks["first"] - started,
             "cells_per_s": cells / (marks["last"] - marks["first"]),
             "cpu_s": None if backend == "ray" else cpu}  # Ray's actors are the raylet's children, not ours
+
+
+def _stop_fork_server() -> None:
+    """Stop multiprocessing's fork server (after's workers fork from it, so they are its children, not ours): once it
+    is reaped, its CPU and that of the workers it reaped count among this process's children."""
+    from multiprocessing import forkserver
+
+    stop = getattr(forkserver._forkserver, "_stop", None)  # private, but the only way to end it early
+    if stop is not None:
+        stop()
 
 
 def _cpu() -> float:
@@ -295,6 +306,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="skip the 64-worker pool of before")
     parser.add_argument("--only", default="asyncio,process,ray,inspect,overhead")
     parser.add_argument("--sides", default="before,after", help="before, after or both")
+    parser.add_argument("--before", default=None, metavar="REF",
+                        help="the git ref `before` runs (default: bench/targets.py:BEFORE_REF, main before #34)")
     parser.add_argument("--inspect-python", default=None, help="a python that can import inspect_ai")
     parser.add_argument("--json", default=None, help="write the rows here")
     parser.add_argument("--dir", default=None, help="where the stores go (e.g. /dev/shm: the code's cost without a shared disk)")
@@ -304,7 +317,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(child(json.loads(args.child))))
         return 0
     cells, only, sides = args.cells, set(args.only.split(",")), args.sides.split(",")
-    trees = {"before": before_tree() if "before" in sides else None, "after": None}
+    before_ref = args.before or BEFORE_REF
+    trees = {"before": before_tree(before_ref) if "before" in sides else None, "after": None}
     rows: list[dict[str, Any]] = []
     for scenario, config in SCENARIOS.items():
         if config["backend"] not in only or (args.quick and scenario == "process default workers"):

@@ -25,8 +25,6 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 HERE = Path(__file__).resolve().parent
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 """The notebooks' kernelspec: ipykernel's own (`jupyter kernelspec list`), as JupyterLab records it."""
-WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
-WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 CHECK = "# NBVAL_CHECK_OUTPUT\n"
 IGNORE = "# NBVAL_IGNORE_OUTPUT\n"
 
@@ -464,32 +462,12 @@ def build(name: str, cells: Callable[[], list[nbformat.NotebookNode]], *, run: b
     nb.metadata["language_info"] = {"name": "python"}
     path = HERE / name
     if run:
-        # store_widget_state: the saved notebook carries its widgets' models, so it reopens without
-        # "Error displaying widget: model not found" (RunHandle.result re-sends progress in its cell).
-        NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True,
+        # No widget state to store: every live output is display-id HTML (cyber_agent/notebook/display.py:LiveDisplay),
+        # and RunHandle.result re-sends the final progress in its cell, which nbclient records.
+        NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=False,
                        resources={"metadata": {"path": str(HERE)}}).execute()
-        final_widget_fallbacks(nb)
     nbformat.write(nb, path)
     return path
-
-
-def final_widget_fallbacks(nb: nbformat.NotebookNode) -> int:
-    """Give each HTML widget's output the widget's final value as its text/html; return how many.
-
-    A widget output also carries text/html, shown wherever the widget cannot be (an untrusted
-    notebook — a fresh clone —, GitHub, nbviewer): as displayed, that is the first snapshot
-    ("starting"); the saved widget state holds the last one, so the fallback is set from it.
-    """
-    state = nb.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
-    changed = 0
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            view = output.get("data", {}).get(WIDGET_VIEW)
-            model = state.get(view["model_id"]) if view else None
-            if model and model.get("model_name") == "HTMLModel" and isinstance(model["state"].get("value"), str):
-                output["data"]["text/html"] = model["state"]["value"]
-                changed += 1
-    return changed
 
 
 def main(argv: list[str] | None = None, notebooks: dict[str, Callable[[], list[nbformat.NotebookNode]]] = NOTEBOOKS) -> int:

@@ -56,7 +56,8 @@ class SweepReport:
     progress: SweepProgress
     """The last progress snapshot of the run."""
     limits: dict[str, LimiterState] = field(default_factory=dict)
-    """The adaptive limiters' final state, by provider key (asyncio backend)."""
+    """The adaptive limiters' final state, by provider key (process and Ray backends: the workers' limiters added
+    up, `cyber_agent/experiments/limiter.py:merge_states`)."""
 
     def frame(self) -> pd.DataFrame:
         """One row per cell (`cyber_agent/experiments/frame.py:sweep_frame` without reading the store again)."""
@@ -237,6 +238,7 @@ async def run_sweep(
         if _needs_rescore(sweep, status):
             await _rescore(sweep, status, store, limits)
     todo = [s for s in statuses if not s.done and not s.exhausted(sweep.max_retries)]
+    states: dict[str, LimiterState] = {}
     if backend == "asyncio":
         try:
             await _run_asyncio(sweep, todo, store, limits, concurrency, tracker)
@@ -250,12 +252,13 @@ async def run_sweep(
         if url is None:
             raise ConfigurationError("store_url", f"the {backend} backend opens the store in other processes; use a store "
                                      "they can open (sqlite:///sweep.db or file:DIR) or pass store_url=")
-        await run_elsewhere(backend, sweep, todo, url, concurrency=concurrency, workers=workers, limits=limits,
-                            tracker=tracker)
+        states = await run_elsewhere(backend, sweep, todo, url, concurrency=concurrency, workers=workers,
+                                     limits=limits, tracker=tracker)
     else:
         raise ConfigurationError("backend", f"unknown backend {backend!r}; use asyncio, process or ray")
     final = await read_ledger(store, sweep)
-    return SweepReport(sweep=sweep, statuses=final, progress=tracker.snapshot(), limits=limits.states())
+    return SweepReport(sweep=sweep, statuses=final, progress=tracker.snapshot(),
+                       limits=states or limits.states())
 
 
 async def sweep(

@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -35,7 +35,8 @@ from cyber_agent.errors import ConfigurationError
 from cyber_agent.llm.http_retry import parse_retry_after
 from cyber_agent.llm.types import DeltaCallback, LLMCall, LLMResponse
 
-__all__ = ["AdaptiveLimiter", "LimitPolicy", "LimitedLLM", "LimiterState", "ProviderLimits", "RateLimitTransport"]
+__all__ = ["AdaptiveLimiter", "LimitPolicy", "LimitedLLM", "LimiterState", "ProviderLimits", "RateLimitTransport",
+           "merge_states"]
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
@@ -100,6 +101,24 @@ class LimiterState:
     """The lowest the limit went."""
     blocked_for: float
     """Seconds until calls may go again (0 when not blocked)."""
+
+
+def merge_states(parts: Sequence[Mapping[str, LimiterState]]) -> dict[str, LimiterState]:
+    """One snapshot per provider for limiters split between worker processes (each saw only its own cells).
+
+    Limits, calls in flight, 429s and cuts add up (the workers' slots together are the provider's);
+    `lowest` is the sum of each worker's lowest (what the provider was held to at worst, if the
+    workers' lows coincided); `blocked_for` is the longest wait any worker still has.
+    """
+    merged: dict[str, LimiterState] = {}
+    for part in parts:
+        for key, state in part.items():
+            seen = merged.get(key)
+            merged[key] = state if seen is None else LimiterState(
+                key=key, limit=seen.limit + state.limit, in_flight=seen.in_flight + state.in_flight,
+                rate_limited=seen.rate_limited + state.rate_limited, cuts=seen.cuts + state.cuts,
+                lowest=seen.lowest + state.lowest, blocked_for=max(seen.blocked_for, state.blocked_for))
+    return merged
 
 
 class AdaptiveLimiter:

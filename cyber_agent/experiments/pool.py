@@ -13,9 +13,19 @@ from the store: every record is written by the worker that ran the cell; only a 
 travel back. A worker's limiters see only its own cells: a policy that caps a provider
 explicitly is split between the workers (`LimitPolicy.divided`).
 
-- `process`: `multiprocessing` processes (spawned, not forked: the driver may hold threads and
-  a running loop, as a notebook does), one duplex pipe each, watched by each side's event loop.
-- `ray`: one async Ray actor per worker (`max_concurrency` = its share); Ray places them.
+- `process`: `multiprocessing` processes, one duplex pipe each, watched by each side's event loop.
+  Never forked from the driver (it may hold threads and a running loop, as a notebook does):
+  on Linux they fork from a fork server (`worker_context`), a clean interpreter started once per
+  driver process that has imported the toolkit (`PRELOAD`), so a worker starts in milliseconds
+  instead of re-importing everything, and the second sweep of a session pays no start at all;
+  elsewhere they are spawned. A worker takes the driver's environment as it is at the sweep's
+  start (`WorkerSetup.environ`: a fork server started earlier would otherwise hand out its own),
+  and its working folder and `sys.path` (multiprocessing sends those).
+- `ray`: one async Ray actor per worker (`max_concurrency` = its share, a fraction of a CPU when
+  there are more workers than CPUs); Ray places them.
+
+The report's limiter states (`SweepReport.limits`) are the workers' limiters added up
+(`cyber_agent/experiments/limiter.py:merge_states`), sent back as each worker closes.
 
 A worker that dies fails the run with a `RunError` (finished cells are in the store; a re-run
 resumes); a driver that is stopped ends its workers, and the cells they had in flight are
@@ -27,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import multiprocessing
+import os
 import pickle
 import threading
 from collections import deque
@@ -38,14 +49,22 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from cyber_agent.errors import ConfigurationError, RunError
 from cyber_agent.experiments.grid import Sweep
 from cyber_agent.experiments.ledger import CellStatus
-from cyber_agent.experiments.limiter import LimitPolicy, ProviderLimits
+from cyber_agent.experiments.limiter import LimiterState, LimitPolicy, ProviderLimits, merge_states
 
 if TYPE_CHECKING:
-    from multiprocessing.context import SpawnContext, SpawnProcess
+    from multiprocessing.context import ForkServerContext, SpawnContext
+    from multiprocessing.process import BaseProcess
+
+    WorkerContext = ForkServerContext | SpawnContext
 
     from cyber_agent.experiments.engine import _Tracker
 
-__all__ = ["CellJob", "CellOutcome", "WorkerSetup", "run_elsewhere", "shares"]
+__all__ = ["CellJob", "CellOutcome", "PRELOAD", "WorkerSetup", "run_elsewhere", "shares", "worker_context"]
+
+PRELOAD = ("cyber_agent.experiments.pool", "cyber_agent.experiments.engine", "cyber_agent.core.runner",
+           "cyber_agent.trace.store_url", "cyber_agent.trace.sqlite_store", "cyber_agent.trace.store",
+           "cyber_agent.llm.resolve", "httpx")
+"""What the fork server imports once, before it forks workers (each would otherwise import it anew)."""
 
 _DIED = ("a sweep worker process died{detail}; finished cells are in the store and a re-run resumes. In a script, "
          "start the sweep under `if __name__ == '__main__':` (workers are spawned and import the main module)")
@@ -61,6 +80,8 @@ class WorkerSetup:
     """This worker's share of the sweep's concurrency."""
     default: LimitPolicy
     per_provider: dict[str, LimitPolicy]
+    environ: dict[str, str] | None = None
+    """The driver's environment at the sweep's start, for a worker forked from an older fork server."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -192,6 +213,9 @@ def _process_main(conn: Connection, setup: WorkerSetup) -> None:
 
 
 async def _serve(conn: Connection, setup: WorkerSetup) -> None:
+    if setup.environ is not None:
+        os.environ.clear()
+        os.environ.update(setup.environ)
     try:
         worker = _CellWorker(setup)
     except Exception as exc:  # noqa: BLE001 - sent to the driver, which raises it
@@ -216,7 +240,7 @@ async def _serve(conn: Connection, setup: WorkerSetup) -> None:
     finally:
         stop_watching()
         await worker.close()
-        conn.send(("closed", None))  # the store is flushed: the driver need not wait for the interpreter's exit
+        conn.send(("closed", worker.limits.states()))  # the store is flushed: the driver need not wait for the interpreter's exit
         conn.close()
 
 
@@ -225,23 +249,24 @@ class _Remote(Protocol):
 
     async def run(self, job: CellJob) -> CellOutcome: ...
 
-    async def close(self, *, abandon: bool) -> None: ...
+    async def close(self, *, abandon: bool) -> dict[str, LimiterState]:
+        """End the worker; its limiters' states (none when abandoned or dead)."""
 
 
 class _ProcessWorker:
     """The driver's end of one worker process."""
 
-    def __init__(self, context: SpawnContext, setup: WorkerSetup, number: int) -> None:
+    def __init__(self, context: WorkerContext, setup: WorkerSetup, number: int) -> None:
         self._loop = asyncio.get_running_loop()
         self._conn, child = context.Pipe()
-        self._process: SpawnProcess = context.Process(target=_process_main, args=(child, setup), daemon=True,
+        self._process: BaseProcess = context.Process(target=_process_main, args=(child, setup), daemon=True,
                                                       name=f"cyber-agent-sweep-{number}")
         self._process.start()
         child.close()
         self._tickets = itertools.count()
         self._pending: dict[int, asyncio.Future[CellOutcome]] = {}
         self._ready: asyncio.Future[None] = self._loop.create_future()
-        self._closed: asyncio.Future[None] = self._loop.create_future()
+        self._closed: asyncio.Future[dict[str, LimiterState]] = self._loop.create_future()
         self._dead: BaseException | None = None
         self._stop_watching = _watch(self._conn, lambda message: self._deliver(*message), self._died)
 
@@ -249,7 +274,7 @@ class _ProcessWorker:
         if kind == "ready":
             self._ready.set_result(None)
         elif kind == "closed":
-            self._closed.set_result(None)
+            self._closed.set_result(body)
         elif kind == "broken":
             self._fail(body)
         else:
@@ -261,7 +286,7 @@ class _ProcessWorker:
     def _died(self) -> None:
         if self._closed.done():  # it said goodbye first: a normal end
             return
-        self._closed.set_result(None)
+        self._closed.set_result({})
         self._process.join(1.0)  # the pipe closes as the process exits: its exit code follows at once
         code = self._process.exitcode
         self._fail(RunError(_DIED.format(detail=f" (exit code {code})" if code is not None else "")))
@@ -287,11 +312,12 @@ class _ProcessWorker:
         outcome: CellOutcome = await future
         return outcome
 
-    async def close(self, *, abandon: bool) -> None:
+    async def close(self, *, abandon: bool) -> dict[str, LimiterState]:
+        states: dict[str, LimiterState] = {}
         if not abandon and self._dead is None:
             try:
                 self._conn.send(None)
-                await asyncio.wait_for(asyncio.shield(self._closed), 60.0)
+                states = await asyncio.wait_for(asyncio.shield(self._closed), 60.0)
             except (OSError, TimeoutError):
                 pass
         if self._process.is_alive():
@@ -299,6 +325,7 @@ class _ProcessWorker:
             await asyncio.to_thread(self._process.join, 10.0)
         self._stop_watching()
         self._conn.close()
+        return states
 
 
 # ---- Ray --------------------------------------------------------------------------------------------------------------
@@ -316,9 +343,9 @@ class _RayCellWorker:
     async def run(self, job: CellJob) -> CellOutcome:
         return await self.worker.run(job)
 
-    async def close(self) -> bool:
+    async def close(self) -> dict[str, LimiterState]:
         await self.worker.close()
-        return True
+        return self.worker.limits.states()
 
 
 class _RayWorker:
@@ -343,12 +370,12 @@ class _RayWorker:
         outcome: CellOutcome = await self._call(self._actor.run.remote(job))
         return outcome
 
-    async def close(self, *, abandon: bool) -> None:
+    async def close(self, *, abandon: bool) -> dict[str, LimiterState]:
         try:
-            if not abandon:
-                await self._call(self._actor.close.remote())
+            states: dict[str, LimiterState] = await self._call(self._actor.close.remote()) if not abandon else {}
         finally:
             self._ray.kill(self._actor)
+        return states
 
 
 # ---- the driver -------------------------------------------------------------------------------------------------------
@@ -376,9 +403,10 @@ async def _drive(remotes: list[_Remote], lanes: list[int], todo: list[CellStatus
 
 
 async def _run_on(start: Callable[[WorkerSetup, int], _Remote], setups: list[WorkerSetup], todo: list[CellStatus],
-                  sweep: Sweep, tracker: _Tracker) -> None:
+                  sweep: Sweep, tracker: _Tracker) -> dict[str, LimiterState]:
     remotes: list[_Remote] = []
     finished = False
+    closed: list[dict[str, LimiterState] | BaseException] = []
     try:
         for number, setup in enumerate(setups):
             remotes.append(start(setup, number))
@@ -387,7 +415,8 @@ async def _run_on(start: Callable[[WorkerSetup, int], _Remote], setups: list[Wor
     except* Exception as group:  # noqa: BLE001 - a worker's death or error fails the run: raise the first, as
         raise _first(group) from None  # the asyncio engine would
     finally:
-        await asyncio.gather(*(r.close(abandon=not finished) for r in remotes), return_exceptions=True)
+        closed = await asyncio.gather(*(r.close(abandon=not finished) for r in remotes), return_exceptions=True)
+    return merge_states([states for states in closed if isinstance(states, dict)])
 
 
 def _first(group: BaseExceptionGroup[Exception]) -> Exception:
@@ -416,27 +445,46 @@ def _ray_module() -> Any:
     return ray
 
 
+def worker_context() -> WorkerContext:
+    """Where worker processes come from: a fork server that imported `PRELOAD` (Linux, macOS), else spawn.
+
+    The fork server is multiprocessing's own: one clean interpreter per driver process, started at
+    the first sweep and reused by every later one; workers fork from it, never from the driver.
+    """
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(list(PRELOAD))  # read when the server starts; later calls change nothing
+        return context
+    return multiprocessing.get_context("spawn")
+
+
 async def run_elsewhere(backend: Literal["process", "ray"], sweep: Sweep, todo: list[CellStatus], store_url: str, *,
-                        concurrency: int, workers: int | None, limits: ProviderLimits, tracker: _Tracker) -> None:
-    """Run `todo` on `workers` warm processes (a local pool or Ray actors), `concurrency` cells in flight in all."""
+                        concurrency: int, workers: int | None, limits: ProviderLimits,
+                        tracker: _Tracker) -> dict[str, LimiterState]:
+    """Run `todo` on `workers` warm processes (a local pool or Ray actors), `concurrency` cells in flight in all.
+
+    Returns the workers' limiter states, added up per provider."""
     from cyber_agent.experiments.engine import default_workers
 
     if workers is not None and workers < 1:
         raise ConfigurationError("workers", f"must be >= 1, got {workers}")
     _check_picklable(sweep)
     if not todo:
-        return
+        return {}
     ray = _ray_module() if backend == "ray" else None
+    cpus = float(ray.cluster_resources().get("CPU", 1)) if ray is not None else float(default_workers())
     if workers is None:
-        workers = int(ray.cluster_resources().get("CPU", 1)) if ray is not None else default_workers()
+        workers = max(1, int(cpus))
     split = shares(min(concurrency, len(todo)), workers)
+    environ = dict(os.environ) if ray is None else None  # Ray's workers may be on other machines: their own
     setups = [WorkerSetup(store_url=store_url, sweep=sweep, cells_in_flight=share, default=limits.default.divided(len(split)),
-                          per_provider={k: p.divided(len(split)) for k, p in limits.per_provider.items()})
+                          per_provider={k: p.divided(len(split)) for k, p in limits.per_provider.items()}, environ=environ)
               for share in split]
     if ray is None:
-        context = multiprocessing.get_context("spawn")
-        await _run_on(lambda setup, number: _ProcessWorker(context, setup, number), setups, todo, sweep, tracker)
-    else:
-        actor_class = ray.remote(_RayCellWorker)
-        await _run_on(lambda setup, number: _RayWorker(ray, actor_class.options(max_concurrency=setup.cells_in_flight)
-                                                       .remote(setup)), setups, todo, sweep, tracker)
+        context = worker_context()
+        return await _run_on(lambda setup, number: _ProcessWorker(context, setup, number), setups, todo, sweep, tracker)
+    actor_class = ray.remote(_RayCellWorker)
+    # More workers than CPUs still all start (an actor asking for a whole CPU would wait for one forever).
+    cpu_share = min(1.0, cpus / len(split)) if cpus > 0 else 0.0
+    return await _run_on(lambda setup, number: _RayWorker(ray, actor_class.options(
+        max_concurrency=setup.cells_in_flight, num_cpus=cpu_share).remote(setup)), setups, todo, sweep, tracker)

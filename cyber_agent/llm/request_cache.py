@@ -47,6 +47,16 @@ def _key_text(value: Any) -> str:
     return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
 
+def _numbered_text(value: Any, numbers: dict[str, str]) -> tuple[str, bool]:
+    """`_key_text(normalise_ids(value, numbers))`, and whether `value` holds a UUID; walked only when its dump holds
+    something to rewrite (a tool list is ~130 JSON nodes: walking it was a tenth of a one-call run)."""
+    text = _key_text(value)
+    has_uuid = _UUID.search(text) is not None
+    if has_uuid or "@" in text:
+        text = _key_text(normalise_ids(value, numbers))
+    return text, has_uuid
+
+
 class _Conversation:
     """One conversation's last request, message by message."""
 
@@ -118,10 +128,11 @@ class _Conversation:
         else:
             canon_tools = _canonical(tools or [])
         numbers = dict(self.numbers)  # model and tools come after every message: their ids are numbered last
-        text = (f'],"model":{_key_text(normalise_ids(_canonical(model), numbers))},'
-                f'"tools":{_key_text(normalise_ids(canon_tools, numbers))}}}')
+        model_text, _ = _numbered_text(_canonical(model), numbers)
+        tools_text, tools_ids = _numbered_text(canon_tools, numbers)
+        text = f'],"model":{model_text},"tools":{tools_text}}}'
         # Kept for the next call only when it holds no id (then it does not depend on the numbering).
-        stable = None if _UUID.search(model) or _UUID.search(json.dumps(canon_tools, ensure_ascii=False)) else text
+        stable = None if _UUID.search(model) or tools_ids else text
         self.tools = (tools, canon_tools, stable, model)
         return canon_tools, text
 

@@ -22,7 +22,6 @@ output it is shown in. A saved notebook reopens as it was, never "model not foun
 from __future__ import annotations
 
 import html
-from typing import Any
 
 from cyber_agent.errors import TraceNotFoundError
 from cyber_agent.notebook.bridge import run_sync
@@ -71,7 +70,6 @@ class TraceExplorer(UpdatingDisplay):
         self.status = ""
         """What the last action did (`12 of 1000 traces shown · 2.1 selected`, `found ...`, `nothing matches ...`)."""
         self._view_html: str | None = None  # the tree view's HTML, built on first display
-        self._displays: list[Any] = []  # IPython DisplayHandles of the outputs showing this explorer
         self._refresh(select=root_trace_id)
 
     # ---- the tree ------------------------------------------------------------------------

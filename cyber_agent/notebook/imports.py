@@ -4,7 +4,7 @@
     draw_trace_tree(runs.store, runs.roots[0])    # every helper works on the imported trees
     to_frames(runs.store).traces[["source", "provenance", "source_id"]]
 
-It is `cyber_agent/importers/_run.py:import_runs` with a progress bar (an ipywidgets bar in a
+It is `cyber_agent/importers/_run.py:import_runs` with a progress bar (live HTML in a
 notebook, none elsewhere) and a default store in memory. See docs/importers.md.
 """
 
@@ -14,10 +14,10 @@ import html
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 from cyber_agent.importers import ImportProgress, ImportSummary, import_runs
 from cyber_agent.notebook.bridge import in_notebook, run_sync
+from cyber_agent.notebook.display import LiveDisplay, html_bar
 from cyber_agent.trace.memory_store import InMemoryTraceStore
 from cyber_agent.trace.protocols import TraceStore
 from cyber_agent.trace.store_url import open_store
@@ -28,37 +28,34 @@ PathArg = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
 
 class _Bar:
-    """An ipywidgets progress bar shown on the first update (nothing outside a notebook).
+    """A progress bar (display-id HTML) shown on the first update; nothing outside a notebook.
 
-    When the import ends (or fails), the output showing the bar is replaced, by display id, by
-    one static line: a saved notebook never keeps a widget that reopens as "model not found".
+    Every update replaces the bar's output (at most every 0.1 s), and when the import ends (or
+    fails) the output becomes one static line: a saved notebook keeps HTML, never a widget.
     """
 
     def __init__(self) -> None:
-        self.widget: Any = None
-        self._shown: Any = None  # the IPython DisplayHandle of the bar's output
+        self._live: LiveDisplay | None = None
         self._last: ImportProgress | None = None
 
     def __call__(self, update: ImportProgress) -> None:
         if not in_notebook():
             return
-        import ipywidgets as widgets
-        from IPython.display import display
-
-        if self.widget is None:
-            self.widget = widgets.IntProgress(min=0, max=update.total, description="import")
-            self._shown = display(self.widget, display_id=True)
         self._last = update
-        self.widget.value = update.done
-        self.widget.description = f"{update.done}/{update.total}"
+        bundle = {"text/plain": f"import {update.done}/{update.total}",
+                  "text/html": html_bar(update.done, update.total, label="import")}
+        if self._live is None:
+            self._live = LiveDisplay(every=0.1)
+            self._live.show(bundle)
+        else:
+            self._live.update(bundle)
 
     def finish(self, outcome: str) -> None:
         """Replace the bar by a line saying how the import ended."""
-        if self._shown is None or self._last is None:
+        if self._live is None or self._last is None:
             return
         line = f"import {outcome}: {self._last.done}/{self._last.total} files read"
-        self._shown.update({"text/plain": line, "text/html": f"<code>{html.escape(line)}</code>"}, raw=True)
-        self.widget.close()
+        self._live.update({"text/plain": line, "text/html": f"<code>{html.escape(line)}</code>"}, force=True)
 
 
 def _paths(path: PathArg) -> list[Path]:

@@ -39,7 +39,7 @@ from cyber_agent.notebook.interrupt import (
     sigint_raises,
 )
 from cyber_agent.notebook.progress import ProgressSnapshot, ProgressTracker
-from cyber_agent.notebook.progress_view import ViewGroup, WidgetView, make_view, widget_view
+from cyber_agent.notebook.progress_view import HtmlView, ViewGroup, html_view, make_view
 from cyber_agent.notebook.records import read_records
 from cyber_agent.notebook.task_inputs import check_task_inputs
 from cyber_agent.tools.registry import ToolRegistry
@@ -112,9 +112,9 @@ class RunHandle(RichDisplay):
         self._poll_interval = poll_interval
         self._tracker = ProgressTracker()
         self._snapshot = self._tracker.snapshot()
-        # Made here, in the caller's context, so a widget is displayed in the caller's cell.
+        # Made here, in the caller's context, so the live view is displayed in the caller's cell.
         self._views = ViewGroup(make_view(progress, self._snapshot))
-        self._view_cell = _execution_count() if isinstance(self._views.views[0], WidgetView) else None
+        self._view_cell = _execution_count() if isinstance(self._views.views[0], HtmlView) else None
         self._started: concurrent.futures.Future[str] = concurrent.futures.Future()
         self._loop = background_loop()
         self._poll_errors: list[str] = []
@@ -141,13 +141,13 @@ class RunHandle(RichDisplay):
         """The latest progress snapshot (refreshed every `poll_interval` seconds while the run goes on)."""
         return self._snapshot
 
-    def progress(self) -> WidgetView | ProgressSnapshot:
-        """Live progress here: a new widget, updated until the run ends (in a script: the latest snapshot).
+    def progress(self) -> HtmlView | ProgressSnapshot:
+        """Live progress here: a new view, updated until the run ends (in a script: the latest snapshot).
 
         Return it from a cell (or `display` it) to watch the run where you are, e.g. after Run All
         scrolled the first one away; JupyterLab's "Create New View for Cell Output" pins it aside.
         """
-        view = widget_view(self._snapshot)
+        view = html_view(self._snapshot)
         if view is None:
             return self._snapshot
         if self.done:
@@ -386,7 +386,7 @@ class RunHandle(RichDisplay):
             display({"text/plain": line, "text/html": f"<code>{html.escape(line)}</code>"}, raw=True)
         else:
             view = self.progress()
-            display(view if isinstance(view, WidgetView) else self._repr_mimebundle_(), raw=not isinstance(view, WidgetView))
+            display(view if isinstance(view, HtmlView) else self._repr_mimebundle_(), raw=not isinstance(view, HtmlView))
 
     def __repr__(self) -> str:
         p = self._snapshot
@@ -431,7 +431,7 @@ async def launch(
 
     `store`: a TraceStore, a store URL (`file:.trace`, `sqlite:///runs.db`, `memory:`), a plain
     path, or None (`CYBER_AGENT_STORE` if set, else an in-memory store). `progress`: None/True
-    shows live progress (a widget in a kernel, text lines elsewhere), False shows nothing.
+    shows live progress (live HTML in a kernel, text lines elsewhere), False shows nothing.
     `provider`: `ProviderSettings` or a dict of its fields (timeout, retries, stream, max_tokens,
     ...); unset fields come from `CYBER_AGENT_*`. Other keyword arguments are RunConfig fields
     (e.g. `tool_dialect="xml"`).

@@ -1,23 +1,23 @@
-"""Where progress snapshots go: a live widget in a kernel, text lines in a script, or nowhere.
+"""Where progress snapshots go: live HTML in a kernel, text lines in a script, or nowhere.
 
 A `RunHandle` feeds every view it has: the one `launch` displayed in the launching cell, and
 each one `RunHandle.progress()` made since (a view shows where it is displayed, so calling it
-again in a later cell brings the progress back into sight). A `WidgetView` is an ipywidgets
-`HTML` updated in place from the toolkit's background loop (comm messages reach a widget
-whatever cell is running, unlike display updates); its mime bundle also carries the snapshot as
-text/plain and text/html, so frontends without widgets show the table.
+again in a later cell brings the progress back into sight). An `HtmlView` is display-id HTML
+updated in place from the toolkit's background loop (`update_display_data`: JupyterLab moves the
+output whatever cell runs, or none); there is no widget, so what a notebook saves, at any
+moment, is the latest snapshot as HTML.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from typing import Any, Protocol, TextIO
+from typing import Protocol, TextIO
 
-from cyber_agent.notebook.display import RichDisplay
+from cyber_agent.notebook.display import LiveDisplay, RichDisplay
 from cyber_agent.notebook.progress import ProgressSnapshot
 
-__all__ = ["ProgressView", "TextView", "ViewGroup", "WidgetView", "make_view"]
+__all__ = ["HtmlView", "ProgressView", "TextView", "ViewGroup", "make_view"]
 
 
 class ProgressView(Protocol):
@@ -59,61 +59,41 @@ class TextView:
         print(snapshot.to_text(), file=self._stream, flush=True)
 
 
-class WidgetView(RichDisplay):
-    """An ipywidgets HTML showing the latest snapshot, updated in place at most 10 times a second."""
+class HtmlView(RichDisplay):
+    """The latest snapshot as display-id HTML, updated in place at most 10 times a second (no widget).
+
+    Every output showing the view holds the latest snapshot's text/plain and text/html, so a
+    notebook saved at any moment, mid-run included, reopens readable without a kernel or
+    widget state (`cyber_agent/notebook/display.py:LiveDisplay`).
+    """
 
     def __init__(self, snapshot: ProgressSnapshot) -> None:
-        import ipywidgets
-
         self._snapshot = snapshot
-        self.widget = ipywidgets.HTML(value=snapshot.to_html())
-        """The widget (its value is the snapshot's HTML)."""
-        self._last = 0.0
-        self._closed = False
-        self._displays: list[Any] = []  # IPython DisplayHandles of the outputs showing this view
+        self._live = LiveDisplay(every=0.1)
 
     def update(self, snapshot: ProgressSnapshot) -> None:
-        """Show `snapshot` unless the widget changed less than 0.1 s ago (the next refresh shows it)."""
+        """Show `snapshot` (at most every 0.1 s; one held back is sent when the 0.1 s are over)."""
         self._snapshot = snapshot
-        now = time.monotonic()
-        if now - self._last >= 0.1:
-            self._last = now
-            self.widget.value = snapshot.to_html()
+        self._live.update(self.bundle())
 
     def close(self, snapshot: ProgressSnapshot) -> None:
-        """Show the final snapshot, and replace each output showing the widget by that snapshot as static HTML.
-
-        The replacement (`update_display_data` by display id, which JupyterLab and nbclient route
-        to the output whatever cell runs now) is what a saved notebook keeps: it reopens readable
-        without a kernel and without widget state, never as "model not found".
-        """
+        """Show the final snapshot (what a saved notebook keeps)."""
         self._snapshot = snapshot
-        self.widget.value = snapshot.to_html()
-        self._closed = True
-        self.settle()
+        self._live.update(self.bundle(), force=True)
 
-    def settle(self) -> None:
-        """Replace every output showing this view by the static snapshot (again: from a cell, nbclient records it)."""
-        for shown in self._displays:
-            shown.update(self.static_bundle(), raw=True)
+    def resend(self) -> None:
+        """Send the latest snapshot again from the calling thread (see `ViewGroup.resend`)."""
+        self._live.update(self.bundle(), force=True)
 
-    def static_bundle(self) -> dict[str, str]:
-        """The latest snapshot as text/plain and text/html only (no widget)."""
+    def bundle(self) -> dict[str, str]:
+        """The latest snapshot as text/plain and text/html."""
         return {"text/plain": self.to_text(), "text/html": self.to_html()}
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        # A display id, so `close` can replace this output by the final snapshot; a closed view shows it at once.
-        bundle = self.static_bundle() if self._closed else self._repr_mimebundle_()
-        self._displays.append(display(bundle, raw=True, display_id=True))
-
-    def resend(self) -> None:
-        """Send the widget's state again from the calling thread (see `ViewGroup.resend`)."""
-        self.widget.send_state("value")
+        self._live.show(self.bundle())
 
     def __repr__(self) -> str:
-        return f"WidgetView({self._snapshot!r})"
+        return f"HtmlView({self._snapshot!r})"
 
     def to_text(self) -> str:
         """The latest snapshot as one line."""
@@ -122,11 +102,6 @@ class WidgetView(RichDisplay):
     def to_html(self) -> str:
         """The latest snapshot's tables."""
         return self._snapshot.to_html()
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        bundle: dict[str, Any] = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
-        bundle.update({"text/plain": self.to_text(), "text/html": self.to_html()})
-        return bundle
 
 
 class ViewGroup:
@@ -151,17 +126,15 @@ class ViewGroup:
         self._each("close", snapshot)
 
     def resend(self) -> None:
-        """Send each widget's state again, from the caller's thread.
+        """Send each view's latest snapshot again, from the caller's thread.
 
-        The background loop updates widgets between cells, with no cell as the messages' parent:
-        the frontend shows them, but a notebook runner (nbclient) records the widget state only
-        from messages of the cell it is executing. `RunHandle.result` and `RunHandle.wait` call
-        this, so an executed notebook saves the final progress, not the first one.
+        The background loop updates the views between cells too: JupyterLab shows those updates,
+        but a notebook runner (nbclient) records only messages of the cell it is executing.
+        `RunHandle.result` and `RunHandle.wait` call this, so an executed notebook saves the
+        final progress, not the first one.
         """
         for view in list(self.views):
             resend = getattr(view, "resend", None)
-            if isinstance(view, WidgetView) and view._closed:
-                resend = view.settle
             if resend is not None:
                 try:
                     resend()
@@ -178,23 +151,18 @@ class ViewGroup:
                 self.errors.append(f"progress view: {type(exc).__name__}: {exc}")
 
 
-def widget_view(snapshot: ProgressSnapshot) -> WidgetView | None:
-    """A widget view in a kernel with ipywidgets, else None."""
+def html_view(snapshot: ProgressSnapshot) -> HtmlView | None:
+    """A live HTML view in a kernel, else None."""
     from cyber_agent.notebook.bridge import in_notebook
 
-    if not in_notebook():
-        return None
-    try:
-        return WidgetView(snapshot)
-    except ImportError:
-        return None
+    return HtmlView(snapshot) if in_notebook() else None
 
 
 def make_view(progress: bool | None, snapshot: ProgressSnapshot, *, stream: TextIO | None = None) -> ProgressView:
-    """A widget displayed in the caller's cell in a kernel, text lines elsewhere, nothing when `progress` is False."""
+    """Live HTML displayed in the caller's cell in a kernel, text lines elsewhere, nothing when `progress` is False."""
     if progress is False:
         return _NullView()
-    view = widget_view(snapshot)
+    view = html_view(snapshot)
     if view is None:
         return TextView(stream or sys.stdout)
     from IPython.display import display

@@ -286,7 +286,6 @@ class ReportStepper(UpdatingDisplay):
         """The steps the verdict filter keeps (all of them by default); `index` moves over these."""
         self._index = 0
         self._verdict = "all"
-        self._displays: list[Any] = []  # IPython DisplayHandles of the outputs showing this stepper
         self.trace_options = self._trace_options(frames)
         """(text, trace id) of every trace with steps, in step order: what the trace picker offers."""
 

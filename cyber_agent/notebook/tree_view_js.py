@@ -11,10 +11,11 @@ in the DOM (a fixed row height, rows rebuilt on scroll). Pages (second JSON bloc
 the first click. It handles expand / collapse, search (exact path or id first, then text; next
 / previous), a node's page with breadcrumbs, highlights and badges.
 
-Live: a box with `data-key` keeps what is expanded / selected / searched in
-`window.__caTreeState[key]`, so a re-render (the final snapshot) keeps it, and polls for a feed
-element `.ca-live-feed[data-key=key]` (`cyber_agent/notebook/tree_view_live.py`): when its
-`data-seq` changes, its text is the new `{"data": …, "pages": …}` and the view redraws in place.
+Live: a box with `data-key` keeps what is expanded / selected / searched / scrolled, and whether
+the find box had the focus and its caret, in `window.__caTreeState[key]`, so a re-render (a
+live view's next snapshot, `cyber_agent/notebook/tree_view_live.py`, arrives as a new output
+bundle by display id) carries on where the user was; while traces run, the rows are repainted
+every 0.5 s so their elapsed times move.
 Events: a click dispatches `ca-selected` ({id, pair}) from the box; a `ca-select` event ({id})
 on the box selects that trace (a comparison links its two views with them).
 """
@@ -100,6 +101,11 @@ TREE_JS = r"""
     state.open = Array.from(open, i => ids[i]); state.selected = ids[selected]; state.scroll = rows.scrollTop;
     state.find = input.value; state.last = input.dataset.last || ''; state.at = at;
   }
+  function rememberFocus() {
+    if (!key) return;
+    state.focus = document.activeElement === input;
+    if (state.focus) { state.caret = [input.selectionStart, input.selectionEnd]; state.find = input.value; }
+  }
   function restore() {
     open = new Set(roots);
     if (key && state.open) for (const id of state.open) { const i = byId.get(id); if (i !== undefined) open.add(i); }
@@ -107,6 +113,11 @@ TREE_JS = r"""
     if (D.focus !== null && D.focus !== undefined && !(key && state.selected)) { selected = D.focus; for (const a of ancestors(selected)) open.add(a); }
     if (key && state.selected && byId.has(state.selected)) selected = byId.get(state.selected);
     if (key && state.find) { input.value = state.find; input.dataset.last = state.last; }
+  }
+  function restoreFocus() {
+    if (!(key && state.focus)) return;
+    input.focus({preventScroll: true});
+    if (state.caret) { try { input.setSelectionRange(state.caret[0], state.caret[1]); } catch (e) { /* not a text input */ } }
   }
   function flatten() {
     visible = [];
@@ -203,6 +214,11 @@ TREE_JS = r"""
   });
   page.addEventListener('click', e => { const a = e.target.closest('a[data-i]'); if (a) select(Number(a.dataset.i), true); });
   root.addEventListener('ca-select', e => { const i = byId.get(e.detail && e.detail.id); if (i !== undefined) select(i, true, true); });
+  input.addEventListener('focus', rememberFocus);
+  // A redraw removes the focused box (Chromium then sends blur): only a blur that leaves the box in the page is the user's.
+  input.addEventListener('blur', () => window.setTimeout(() => { if (root.isConnected) state.focus = false; }, 0));
+  input.addEventListener('input', rememberFocus);
+  input.addEventListener('keyup', rememberFocus);
   input.addEventListener('keydown', e => { if (e.key === 'Enter') { if (matches.length && input.dataset.last === input.value) step(e.shiftKey ? -1 : 1); else { input.dataset.last = input.value; find(input.value); } } });
   box.querySelector('.ca-next').addEventListener('click', () => { if (input.dataset.last !== input.value) { input.dataset.last = input.value; find(input.value); } else step(1); });
   box.querySelector('.ca-prev').addEventListener('click', () => { if (input.dataset.last !== input.value) { input.dataset.last = input.value; find(input.value); } else step(-1); });
@@ -216,16 +232,9 @@ TREE_JS = r"""
   }
   start(true);
   (window.__caTreePaint = window.__caTreePaint || []).push(performance.now());  // bench/tree_view.py reads it
-  if (key) {
-    let seq = root.dataset.seq || '';
-    const timer = window.setInterval(() => {
-      if (!root.isConnected) { window.clearInterval(timer); return; }
-      const feed = document.querySelector('.ca-live-feed[data-key="' + key.replace(/"/g, '') + '"]');
-      if (feed && feed.dataset.seq !== seq) {
-        seq = feed.dataset.seq;
-        try { const next = JSON.parse(feed.textContent); remember(); load(next.data, JSON.stringify(next.pages || {})); matches = []; start(false); } catch (e) { /* a half-written feed: the next tick reads it */ }
-      } else if (Object.keys(D.running).length) { paint(); }
-    }, 500);
+  restoreFocus();
+  if (Object.keys(D.running).length) {
+    const timer = window.setInterval(() => { if (!root.isConnected) window.clearInterval(timer); else paint(); }, 500);
   }
 })();
 """

@@ -1,37 +1,34 @@
-"""The tree view of a running launch: re-read from the store on a timer; saved as its final static snapshot.
+"""The tree view of a running launch: re-read from the store on a timer, one display-id HTML output.
 
     h = await launch(TASK, mode="recursive", model="demo:latency=0.3")
     live_tree(h)                        # the tree so far; running children marked with their tool
     r = await h.result()                # the view becomes the final static TreeView
 
-Two outputs: the `TreeView` HTML of `cyber_agent/notebook/tree_view.py` (its script does the
-drawing), keyed so a redraw keeps what is expanded and selected, and a small `ipywidgets.HTML`
-"feed" under it. Comm messages reach a widget whatever cell runs (display updates do not), so
-every `interval` seconds while the run goes on the view re-reads the tree on the toolkit's
-background loop (`atree_view`) and puts the new data in the feed (a hidden element plus a status
-line); the script polls the feed and redraws in place. Running traces come from the handle's
-progress snapshot (`RunHandle.snapshot.active`): each is marked with its current tool and the
-time since the view first saw it there.
+One output: the `TreeView` HTML of `cyber_agent/notebook/tree_view.py` (its script does the
+drawing), keyed so a redraw keeps what is expanded, selected and searched, with a status line
+under it. Every `interval` seconds while the run goes on, the view re-reads the tree on the
+toolkit's background loop (`atree_view`) and replaces the output's bundle by display id
+(`cyber_agent/notebook/display.py:LiveDisplay`): JupyterLab redraws it whatever cell runs, or
+none, and the script restores the user's state from its key. Running traces come from the
+handle's progress snapshot (`RunHandle.snapshot.active`): each is marked with its current tool
+and the time since the view first saw it there.
 
-When the run ends, both outputs are replaced by display id: the first by the final `TreeView`
-(static HTML: it reopens without a kernel and without widget state), the feed by an empty text.
-That replacement is sent again from the cell that awaits the run (`await h.result()`,
-`h.wait()`), so JupyterLab and nbclient save the final snapshot (the same rule as the progress
-view, `cyber_agent/notebook/progress_view.py:WidgetView.close`).
+There is no widget: a notebook saved at any moment, mid-run included, keeps the latest
+snapshot as HTML. When the run ends the output becomes the final `TreeView`, sent again from
+the cell that awaits the run (`await h.result()`, `h.wait()`), so nbclient saves it too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import html
-import json
 import threading
 import time
 from datetime import datetime
 from typing import Any
 
 from cyber_agent.notebook.bridge import in_background_thread, in_notebook
-from cyber_agent.notebook.display import RichDisplay
+from cyber_agent.notebook.display import LiveDisplay, RichDisplay
 from cyber_agent.notebook.launch import RunHandle
 from cyber_agent.notebook.progress import ProgressSnapshot
 from cyber_agent.notebook.tree_view import TreeView, atree_view
@@ -59,24 +56,17 @@ class LiveTreeView(RichDisplay):
         self.errors: list[str] = []
         """Store errors met while refreshing (a refresh never breaks the run)."""
         self._seen: dict[tuple[str, str | None], float] = {}
-        self._seq = 0
         self._last = 0.0
         self._busy = False
         self._lock = threading.Lock()
         self._closed = False
         self._final: TreeView | None = None
-        self._displays: list[tuple[Any, Any]] = []
+        self._live = LiveDisplay()
+        self._updated = datetime.now()
         self.view: TreeView = TreeView(handle.store, self.root_id, running=self._running(handle.snapshot), **options)
         """The latest view."""
-        self.feed: Any = None
-        """The ipywidgets HTML carrying each new view to the page (None outside a kernel)."""
-        if in_notebook() and not handle.done:
-            try:
-                import ipywidgets
-
-                self.feed = ipywidgets.HTML(value=self._feed_html(self.view))
-            except ImportError:
-                self.feed = None
+        self.live = in_notebook() and not handle.done
+        """True while the view refreshes itself (in a kernel, until the run ends)."""
         handle._views.add(self)  # RunHandle feeds its views: update / close / resend (launch.py)
         if handle.done:
             self._settle_now()
@@ -93,7 +83,7 @@ class LiveTreeView(RichDisplay):
     def update(self, snapshot: ProgressSnapshot) -> None:
         """Called by the handle on the background loop at each progress change: refresh at most every `interval`."""
         now = time.monotonic()
-        if self._closed or self._busy or now - self._last < self.interval or self.feed is None:
+        if self._closed or self._busy or now - self._last < self.interval or not self.live:
             return
         self._busy, self._last = True, now
         try:
@@ -105,8 +95,8 @@ class LiveTreeView(RichDisplay):
         try:
             view = await atree_view(self.handle.store, self.root_id, running=self._running(snapshot), **self.options)
             if not self._closed:
-                self.view = view
-                self.feed.value = self._feed_html(view)
+                self.view, self._updated = view, datetime.now()
+                self._live.update(self._live_bundle(view))
         except Exception as exc:  # noqa: BLE001 - a view never breaks the run
             self.errors.append(f"{type(exc).__name__}: {exc}")
         finally:
@@ -143,51 +133,38 @@ class LiveTreeView(RichDisplay):
         self.settle()
 
     def resend(self) -> None:
-        """From the cell awaiting the run (`RunHandle.result` / `wait`): the final snapshot again, or the feed's state."""
+        """From the cell awaiting the run (`RunHandle.result` / `wait`): the final snapshot again, or the latest one."""
         if self.handle.done:
             self._settle_now()
-        elif self.feed is not None:
-            self.feed.send_state("value")
+        elif self.live:
+            self._live.update(self._live_bundle(self.view))
 
     def settle(self) -> None:
-        """Replace each output of this view by the final snapshot (static HTML) and its feed by an empty text."""
+        """Replace each output of this view by the final snapshot (the static `TreeView`, no status line)."""
         final = self._final
         if final is None:
             return
         self.view = final
-        if self.feed is not None:
-            self.feed.value = ""
-        for tree, feed in self._displays:
-            tree.update(self._bundle(final), raw=True)
-            feed.update({"text/plain": ""}, raw=True)
+        self._live.update(self._bundle(final))
 
     # ---- display --------------------------------------------------------------------------
     def _bundle(self, view: TreeView) -> dict[str, str]:
         return {"text/plain": view.to_text(), "text/html": view.to_html(key=self.key)}
 
-    def _feed_html(self, view: TreeView) -> str:
-        self._seq += 1
-        payload = json.dumps({"data": view.data(), "pages": view.pages_data()}, ensure_ascii=False, separators=(",", ":"))
-        running = len(view.running)
-        line = (f"live · {len(view)} traces · {running} running · updated {datetime.now().strftime('%H:%M:%S')}"
+    def _live_bundle(self, view: TreeView) -> dict[str, str]:
+        """The tree so far with a status line saying it is live and when it was read."""
+        line = (f"live · {len(view)} traces · {len(view.running)} running · updated {self._updated.strftime('%H:%M:%S')}"
                 f" · refreshed every {self.interval:g} s until the run ends")
-        return (f'<div class="ca-live-feed" data-key="{html.escape(self.key)}" data-seq="{self._seq}" hidden>'
-                f'{html.escape(payload, quote=False)}</div><span style="color:#555;font-size:12px">{html.escape(line)}</span>')
+        status = f'<div class="ca-live-status" style="color:#555;font-size:12px">{html.escape(line)}</div>'
+        return {"text/plain": f"{view.to_text()}\n{line}", "text/html": view.to_html(key=self.key) + status}
 
     def _ipython_display_(self) -> None:
-        from IPython.display import display as shown
-
-        display: Any = shown  # IPython's display carries no annotations
-        if self._closed or self.feed is None:
+        if self._closed or not self.live:
             if self._final is None:
                 self._settle_now()
-            display(self._bundle(self._final or self.view), raw=True)
+            self._live.show(self._bundle(self._final or self.view))
             return
-        tree = display(self._bundle(self.view), raw=True, display_id=True)
-        feed_bundle = dict(self.feed._repr_mimebundle_() or {})
-        feed_bundle["text/plain"] = "(live tree view feed)"
-        feed = display(feed_bundle, raw=True, display_id=True)
-        self._displays.append((tree, feed))
+        self._live.show(self._live_bundle(self.view))
 
     def __repr__(self) -> str:
         state = "final" if self._final is not None else "live"

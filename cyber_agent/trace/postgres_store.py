@@ -419,6 +419,15 @@ FROM (SELECT trace_id, event_id, type, sequence, shared, data::json AS j FROM ev
 
 
 def _close_pool(pool: ConnectionPool[psycopg.Connection[tuple[Any, ...]]], pid: int) -> None:
-    """Close a pool in the process that opened it; a forked child leaves its parent's sessions alone."""
-    if os.getpid() == pid:
+    """Close a pool in the process that opened it; a forked child leaves its parent's sessions alone.
+
+    The store's last reference may go on one of the pool's own threads (a collection there runs
+    this finalizer): a pool cannot join its own thread, so the close then runs on a thread of its
+    own (it used to raise "cannot join current thread" halfway, leaving the idle sessions open).
+    """
+    if os.getpid() != pid:
+        return
+    if threading.current_thread().name.startswith(f"{pool.name}-"):  # psycopg_pool's worker / scheduler names
+        threading.Thread(target=pool.close, kwargs={"timeout": 1.0}, name=f"{pool.name}-close", daemon=True).start()
+    else:
         pool.close(timeout=1.0)

@@ -38,7 +38,7 @@ import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from cyber_agent.errors import ConflictError, DatabaseLockedError, StoreError
 from cyber_agent.trace.goal_models import GoalTree
@@ -48,8 +48,9 @@ from cyber_agent.trace.sqlite_schema import migrate
 
 __all__ = ["SQLiteTraceStore"]
 
-_LOCK_RETRIES = 5
-_DEADLINE_SLACK_MS = 20
+_T = TypeVar("_T")
+_FIRST_PAUSE_S = 0.0001
+_MAX_PAUSE_S = 0.002
 """How far past a write's deadline one of its statements may wait for a lock (saves a PRAGMA per statement)."""
 
 
@@ -111,50 +112,54 @@ class SQLiteTraceStore(SQLTraceStore):
             try:
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(f"PRAGMA synchronous={'FULL' if self.durable else 'NORMAL'}")
+                conn.execute("PRAGMA busy_timeout = 0")  # from here on a held lock is waited for in `_polled`
             except sqlite3.DatabaseError as exc:
                 conn.close()
                 raise self._open_error(exc) from None
             self._local.conn = conn
-            self._local.timeout_ms = int(self.busy_timeout * 1000)  # what connect(timeout=...) set
             with self._connections_lock:
                 self._connections.append(conn)
         return conn
 
     def connection(self) -> sqlite3.Connection:
-        """This thread's connection (for read-only SQL of your own, e.g. `pandas.read_sql`)."""
+        """This thread's connection (for read-only SQL of your own, e.g. `pandas.read_sql`).
+
+        Its `busy_timeout` is 0 (the store waits for locks itself, `_polled`): a read in WAL mode
+        does not wait for writers, but set `PRAGMA busy_timeout` on it for writes of your own."""
         return self._conn()
 
     def _begin(self, conn: sqlite3.Connection, what: str) -> None:
         """BEGIN IMMEDIATE, waiting for the database lock until this write's deadline (`busy_timeout` from now)."""
         self._local.deadline = time.monotonic() + self.busy_timeout
-        for attempt in range(_LOCK_RETRIES):
-            try:
-                self._wait_budget(conn)
-                conn.execute("BEGIN IMMEDIATE")
-                return
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
-                    raise StoreError(f"{self.path}: cannot start a write: {exc}") from None
-                if time.monotonic() >= self._local.deadline:
-                    break
-                time.sleep(min(0.05 * 2**attempt, 1.0, max(0.0, self._local.deadline - time.monotonic())))
-        raise DatabaseLockedError(str(self.path), self.busy_timeout, what or None)
+        try:
+            self._polled(lambda: conn.execute("BEGIN IMMEDIATE"), what)
+        except sqlite3.OperationalError as exc:
+            raise StoreError(f"{self.path}: cannot start a write: {exc}") from None
 
-    def _wait_budget(self, conn: sqlite3.Connection) -> None:
-        """Let the next statement wait for a lock only as long as the write's deadline leaves.
+    def _polled(self, statement: Callable[[], _T], what: str | None) -> _T:
+        """Run `statement`; while another connection holds the lock, try again until the write's deadline.
 
-        The connection's timeout is set again only when it would overshoot the deadline by more
-        than `_DEADLINE_SLACK_MS` (or fall short of it): a write's statements follow each other
-        within microseconds, so a write normally sets it not once (it was an extra statement
-        before each of a write's five or six).
+        The connections wait here, not in SQLite's busy handler (their `busy_timeout` is 0): that
+        one sleeps 1, 2, 5, 10, 15, 20, 25 ... ms between tries while another process's write holds
+        the lock for a tenth of a millisecond, and its sleep blocks this thread's event loop — every
+        cell of a sweep worker — the whole time. Here the pause starts at `_FIRST_PAUSE_S` and
+        doubles up to `_MAX_PAUSE_S`. Outside a write the deadline is `busy_timeout` from now.
         """
         deadline = getattr(self._local, "deadline", None)
-        left = max(1, int((self.busy_timeout if deadline is None else deadline - time.monotonic()) * 1000))
-        current = getattr(self._local, "timeout_ms", None)
-        if current is not None and 0 <= current - left <= _DEADLINE_SLACK_MS:
-            return
-        conn.execute(f"PRAGMA busy_timeout = {left}")
-        self._local.timeout_ms = left
+        if deadline is None:
+            deadline = time.monotonic() + self.busy_timeout
+        pause = _FIRST_PAUSE_S
+        while True:
+            try:
+                return statement()
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) and "busy" not in str(exc):
+                    raise
+                now = time.monotonic()
+                if now >= deadline:
+                    raise DatabaseLockedError(str(self.path), self.busy_timeout, what or None) from None
+                time.sleep(min(pause, deadline - now))
+                pause = min(2 * pause, _MAX_PAUSE_S)
 
     def _locked(self, exc: sqlite3.Error, what: str | None) -> StoreError:
         if "locked" in str(exc) or "busy" in str(exc):
@@ -170,8 +175,7 @@ class SQLiteTraceStore(SQLTraceStore):
         self._begin(conn, what)
         try:
             yield
-            self._wait_budget(conn)
-            conn.commit()
+            self._polled(conn.commit, what)
         except sqlite3.OperationalError as exc:
             conn.rollback()
             raise self._locked(exc, what) from None
@@ -185,7 +189,6 @@ class SQLiteTraceStore(SQLTraceStore):
         conn = self._conn()
         self._begin(conn, trace_id)
         try:
-            self._wait_budget(conn)
             row = conn.execute("UPDATE traces SET generation = generation + 1 WHERE trace_id = ? RETURNING generation",
                                (trace_id,)).fetchone()
         except sqlite3.OperationalError as exc:
@@ -204,9 +207,12 @@ class SQLiteTraceStore(SQLTraceStore):
         if not failed:
             try:
                 self._local.deadline = deadline
-                self._wait_budget(conn)
-                conn.commit()
+                self._polled(conn.commit, trace_id)
                 return
+            except DatabaseLockedError:
+                conn.rollback()
+                self._hot.pop(trace_id, None)
+                raise
             except sqlite3.Error as exc:
                 conn.rollback()
                 self._hot.pop(trace_id, None)
@@ -221,19 +227,22 @@ class SQLiteTraceStore(SQLTraceStore):
 
     def _query(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         try:
-            return self._conn().execute(sql, params).fetchall()
+            conn = self._conn()
+            return self._polled(lambda: conn.execute(sql, params).fetchall(), None)
         except sqlite3.DatabaseError as exc:
             raise self._locked(exc, None) from None
 
     def _execute(self, sql: str, params: Sequence[Any] = ()) -> None:
         conn = self._conn()
-        if getattr(self._local, "deadline", None) is not None:
-            self._wait_budget(conn)
-        conn.execute(sql, params)
+        if conn.in_transaction:  # inside a write: the lock is held, nothing to wait for
+            conn.execute(sql, params)
+        else:
+            self._polled(lambda: conn.execute(sql, params), None)
 
     # ---- columnar reads: SQLite's rows straight into Arrow (ADBC), no Python object per value ----------------
     def _rows_and_names(self, sql: str, params: Sequence[Any]) -> tuple[list[Any], list[str]]:
-        cursor = self._conn().execute(sql, params)
+        conn = self._conn()
+        cursor = self._polled(lambda: conn.execute(sql, params), None)
         return cursor.fetchall(), [d[0] for d in cursor.description or ()]
 
     @contextmanager

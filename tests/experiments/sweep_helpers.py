@@ -62,3 +62,21 @@ def most_at_once(records: list[SweepCellRecord]) -> int:
         running += step
         most = max(most, running)
     return most
+
+
+class EnvModel:
+    """A model that answers with one environment variable and the working folder of the process it runs in."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    async def __call__(self, messages: list[dict[str, Any]], model: str, tools: list[dict[str, Any]] | None = None,
+                       temperature: float | None = None, *, on_delta: Any = None) -> dict[str, Any]:
+        return {"content": f"{os.environ.get(self.name)} @ {os.getcwd()}", "prompt_tokens": 10, "completion_tokens": 2}
+
+
+def env_sweep(cells: int, name: str) -> Sweep:
+    """`cells` one-call legacy cells answered by `EnvModel(name)`."""
+    tasks = [SweepTask(id=f"e{i:03d}", prompt=f"What is set ({i})?") for i in range(cells)]
+    entry = ModelEntry(spec="env", label="env", factory=EnvModel, options={"name": name})
+    return Sweep(name="env", tasks=tasks, models=[entry], workspace=str(REPO))

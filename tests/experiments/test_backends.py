@@ -65,6 +65,11 @@ async def test_ray_gives_the_asyncio_frame_on_sqlite_and_postgresql(tmp_path, re
         for url in urls:  # one machine here; PostgreSQL is the store of workers on several
             report = await run_sweep(small_sweep(tasks=4, repeats=1), open_store(url), backend="ray", workers=2)
             assert report.progress.done == 16 and report.frame().drop(columns=VOLATILE).equals(reference), url
+        # More workers than the 2 CPUs: each actor asks for a share of a CPU, so all start (a whole CPU each would
+        # leave the third waiting for one forever).
+        report = await asyncio.wait_for(run_sweep(small_sweep(tasks=4, repeats=1), open_store(
+            f"sqlite:///{tmp_path / 'three.db'}"), backend="ray", workers=3), 300)
+        assert report.progress.done == 16 and report.frame().drop(columns=VOLATILE).equals(reference)
     finally:
         ray.shutdown()
 

@@ -13,8 +13,8 @@ INTERNAL = {
     "engine": {"cell_slots", "default_workers", "run_attempts"},
     "cell_run": {"CellModel", "build_model", "run_cell", "score_record"},
     "ledger": {"blank_record"},
-    "limiter": {"LimitedLLM", "RateLimitTransport"},
-    "pool": {"CellJob", "CellOutcome", "WorkerSetup", "run_elsewhere", "shares"},
+    "limiter": {"LimitedLLM", "RateLimitTransport", "merge_states"},
+    "pool": {"CellJob", "CellOutcome", "PRELOAD", "WorkerSetup", "run_elsewhere", "shares", "worker_context"},
     "progress": {"ProgressObserver", "safe_observer"},
     "frame": {"frame_of"},
 }

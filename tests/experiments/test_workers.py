@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from sweep_helpers import most_at_once, pid_sweep
+from sweep_helpers import env_sweep, most_at_once, pid_sweep
 
 from cyber_agent.errors import RunError
 from cyber_agent.experiments import LimitPolicy, ModelEntry, ProviderLimits, Sweep, SweepTask, run_sweep
 from cyber_agent.experiments.engine import default_workers
+from cyber_agent.experiments.limiter import LimiterState, merge_states
 from cyber_agent.experiments.pool import shares
 from cyber_agent.trace import InMemoryTraceStore, open_store
 
@@ -88,3 +89,34 @@ async def test_a_worker_that_dies_fails_the_run_and_a_rerun_resumes(tmp_path):
     report = await run_sweep(pid_sweep(4, 0.0), open_store(url), backend="process", workers=1)
     assert report.progress.done == 4 and report.progress.failed == 0
     assert all(s.done and s.errors == 0 for s in report.statuses)  # the death is no error of the cells
+
+
+async def test_workers_take_the_drivers_environment_and_folder_as_they_are_at_each_sweep(tmp_path, monkeypatch):
+    """Workers fork from a fork server started by an earlier sweep: they still see what the driver set since."""
+    url = f"sqlite:///{tmp_path / 'sweep.db'}"
+    await run_sweep(pid_sweep(2, 0.0, name="first"), open_store(url), backend="process", workers=1)
+    monkeypatch.setenv("CYBER_AGENT_TEST_MARK", "set after the first sweep")
+    monkeypatch.chdir(tmp_path)
+    report = await run_sweep(env_sweep(3, "CYBER_AGENT_TEST_MARK"), open_store(url), backend="process", workers=2)
+    answers = {s.record.answer for s in report.statuses if s.record is not None}
+    assert answers == {f"set after the first sweep @ {tmp_path}"}
+
+
+async def test_the_report_adds_up_the_workers_limiters(tmp_path):
+    """Each worker has its own limiter; the report holds them added up per provider, not the driver's unused one."""
+    report = await run_sweep(pid_sweep(8, 0.0), open_store(f"sqlite:///{tmp_path / 'sweep.db'}"), backend="process",
+                             workers=2, concurrency=6)
+    assert report.progress.done == 8
+    (state,) = report.limits.values()
+    assert (state.limit, state.in_flight, state.cuts, state.rate_limited) == (6, 0, 0, 0)
+
+
+def test_merged_limiter_states_add_up_and_keep_the_longest_wait():
+    def state(key: str, limit: int, limited: int, cuts: int, lowest: int, blocked: float) -> LimiterState:
+        return LimiterState(key=key, limit=limit, in_flight=0, rate_limited=limited, cuts=cuts, lowest=lowest,
+                            blocked_for=blocked)
+
+    merged = merge_states([{"a": state("a", 4, 2, 1, 2, 0.5), "b": state("b", 3, 0, 0, 3, 0.0)},
+                           {"a": state("a", 3, 1, 1, 1, 2.0)}])
+    assert merged == {"a": state("a", 7, 3, 2, 3, 2.0), "b": state("b", 3, 0, 0, 3, 0.0)}
+    assert merge_states([]) == {}

@@ -8,6 +8,11 @@ the cell to end with the one line `RunInterruptedError: stopped by interrupt: �
 `CancelledError`), and the run `stopped`. Running the launch cell twice says the first run was
 stopped.
 
+Saved means readable, mid-run too: a notebook showing a running launch's progress, its live tree
+and a sweep's view is saved while both runs go on and the kernel is idle, its kernel shut down;
+the file and the reopened page hold the latest snapshot of each as HTML (what the page showed at
+save time, past what it showed a second before), and no widget.
+
 Saved means readable: a notebook showing a run's progress (the launch cell's view and
 `handle.progress()`), a sweep's view, the report stepper, the explorer, the budget frame and
 chart and the finished handle is run, saved, its kernel shut down and the page closed; reopened
@@ -67,6 +72,19 @@ SAVED_CELLS = [
     "budget_frame(h.store, h.trace_id)",
     "plot_budget(h.store, h.trace_id)",
     "h",
+]
+MIDRUN = "midrun.ipynb"
+SWEEP_CELLS = 6
+MIDRUN_CELLS = [
+    SETUP + "\nimport asyncio\nfrom pathlib import Path\nfrom cyber_agent.experiments import Sweep, load_tasks, run_sweep\n"
+    "from cyber_agent.notebook.sweep_view import SweepProgressView\nfrom cyber_agent.notebook.tree_view_live import live_tree\n"
+    "from cyber_agent.trace import InMemoryTraceStore",
+    "h = await launch(DEMO_TASK, mode='recursive', model='demo:latency=0.5', workspace=REPO, root_task_anchor=DEMO_ANCHOR)",
+    "live_tree(h, interval=0.5)",
+    f"grid = Sweep(name='midrun', tasks=load_tasks(Path(REPO) / 'data' / 'tasks' / 'tasks.jsonl')[:{SWEEP_CELLS}],\n"
+    "             models=['demo:latency=0.5'], modes=['legacy'], repeats=1, workspace=REPO)\n"
+    "view = SweepProgressView()\ndisplay(view)\n"
+    "sweep = asyncio.ensure_future(run_sweep(grid, InMemoryTraceStore(), on_progress=view, concurrency=1))",
 ]
 WIDGET_ERROR = "Error displaying widget"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -140,6 +158,10 @@ def lab_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     saved.cells = [nbformat.v4.new_code_cell(source) for source in SAVED_CELLS]
     saved.metadata["kernelspec"] = book.metadata["kernelspec"]
     nbformat.write(saved, root / "notebooks" / SAVED)
+    midrun = nbformat.v4.new_notebook()
+    midrun.cells = [nbformat.v4.new_code_cell(source) for source in MIDRUN_CELLS]
+    midrun.metadata["kernelspec"] = book.metadata["kernelspec"]
+    nbformat.write(midrun, root / "notebooks" / MIDRUN)
     return root
 
 
@@ -258,3 +280,91 @@ def test_saved_progress_and_sweep_views_reopen_as_their_final_snapshot(lab: Lab,
     body, _ = HTMLExporter().from_notebook_node(saved)
     assert "model not found" not in body and body.count("completed") >= 3
     assert re.search(r"\d+ protocol steps", body) and "cyber-agent-explorer-body" in body and "saved: 2/2 cells" in body
+
+
+# Every code cell's outputs as the page's notebook model holds them (what a save writes).
+MODEL_OUTPUTS = """() => window.jupyterapp.shell.currentWidget.content.widgets
+  .filter(cell => cell.model.type === 'code')
+  .map(cell => { const out = []; for (let i = 0; i < cell.model.outputs.length; i++) out.push(cell.model.outputs.get(i).toJSON()); return out; })"""
+
+# Mid-run, with the kernel idle: the progress has counted calls, the tree marks a running trace, the sweep is part-way.
+MIDWAY = """(n) => {
+  const cells = window.jupyterapp.shell.currentWidget.content.widgets.filter(c => c.model.type === 'code');
+  const text = i => cells[i].outputArea.node.textContent;
+  const progress = text(1).startsWith('statusagentsrunningdepthLLM callstokenscostelapsedrunning')
+    && text(1).includes('running now');
+  const tree = !!cells[2].outputArea.node.querySelector('.ca-run');
+  const m = /midrun: (\\d+)\\/(\\d+) cells/.exec(text(3));
+  return progress && tree && !!m && Number(m[1]) >= 1 && Number(m[1]) < n;
+}"""
+
+
+SAVE = "async () => { await window.jupyterapp.shell.currentWidget.context.save(); }"
+SHUT_DOWN = "async () => { await window.jupyterapp.shell.currentWidget.sessionContext.shutdown(); }"
+
+
+def _html_of(output: dict[str, Any]) -> str:
+    html = output.get("data", {}).get("text/html", "")
+    return "".join(html) if isinstance(html, list) else str(html)
+
+
+def _llm_calls(progress_html: str) -> int:
+    """The LLM calls of a progress view's summary row (status, agents, running, depth, LLM calls, ...)."""
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", progress_html)
+    return int(cells[4])
+
+
+def test_a_notebook_saved_mid_run_reopens_with_the_latest_snapshots(lab: Lab, lab_root: Path, chromium: Any) -> None:
+    """Progress, live tree and sweep view saved while their runs go on (kernel idle): HTML, the latest snapshot, no widget."""
+    first = chromium.new_page(viewport={"width": 1400, "height": 1000})
+    first.set_default_timeout(10_000)
+    first.goto(f"{lab.base}/lab/workspaces/midrun/tree/{MIDRUN}?token={lab.token}", wait_until="domcontentloaded",
+               timeout=30_000)
+    first.wait_for_function(NOTEBOOK_READY, timeout=40_000, polling=250)
+    for index in range(len(MIDRUN_CELLS)):  # each cell returns at once: the runs go on with the kernel idle
+        first.evaluate(RUN_CELL, index)
+        first.wait_for_function(CELL_DONE, arg=index, timeout=60_000, polling=200)
+    first.wait_for_function(MIDWAY, arg=SWEEP_CELLS, timeout=60_000, polling=200)
+    seen = first.evaluate(MODEL_OUTPUTS)
+    first.wait_for_timeout(1_200)  # more updates arrive with no cell running
+    before = first.evaluate(MODEL_OUTPUTS)
+    first.evaluate(SAVE)  # mid-run: the runs go on (updates keep coming, so the notebook is dirty again at once)
+    after = first.evaluate(MODEL_OUTPUTS)
+    first.evaluate(SHUT_DOWN)
+    first.close()
+
+    saved = nbformat.read(lab_root / "notebooks" / MIDRUN, as_version=4)
+    outputs = [[dict(o) for o in cell.get("outputs", [])] for cell in saved.cells]
+    assert not [o for cell in outputs for o in cell if WIDGET_VIEW in o.get("data", {})], outputs
+    (progress,), (tree,), (sweep,) = outputs[1], outputs[2], outputs[3]
+    # The latest snapshots: what the page held while it saved, past what it held 1.2 s before (no cell ran between).
+    calls = [_llm_calls(_html_of(cell[1][0])) for cell in (seen, before, after)]
+    assert 0 < calls[0] < calls[1] <= _llm_calls(_html_of(progress)) <= calls[2], (calls, _html_of(progress))
+    assert _html_of(tree) in (_html_of(before[2][0]), _html_of(after[2][0]))
+    assert _html_of(sweep) in (_html_of(before[3][0]), _html_of(after[3][0]))
+    assert "<td" in _html_of(progress) and ">running<" in _html_of(progress)
+    assert 'class="ca-tree-box"' in _html_of(tree) and "live · " in _html_of(tree) and "running" in _html_of(tree)
+    done = int(re.search(r"midrun: (\d+)/(\d+) cells", _html_of(sweep)).group(1))  # type: ignore[union-attr]
+    assert 1 <= done < SWEEP_CELLS
+
+    again = chromium.new_page(viewport={"width": 1400, "height": 1000})
+    again.set_default_timeout(10_000)
+    again.goto(f"{lab.base}/lab/workspaces/midrun-reopened/tree/{MIDRUN}?token={lab.token}",
+               wait_until="domcontentloaded", timeout=30_000)
+    again.wait_for_function(OPENED, timeout=40_000, polling=250)
+    again.wait_for_timeout(2_000)  # let any widget renderer fail, if one were asked to render
+    shown = again.evaluate(RENDERED)
+    texts = [t for cell in shown for _, t in cell]
+    assert not [t for t in texts if WIDGET_ERROR in t], shown
+    assert not [w for cell in shown for w, _ in cell if w], shown
+    assert shown[1][0][1].startswith("statusagents") and "running now" in shown[1][0][1], shown[1]
+    cell = again.locator(".jp-Cell").nth(2).locator(".jp-OutputArea")
+    assert cell.locator(".ca-tree-box").count() == 1 and cell.locator(".ca-row").count() > 1, cell.inner_text()
+    assert cell.locator(".ca-run").count() >= 1 and "live · " in cell.inner_text()  # the snapshot as saved: mid-run
+    assert f"midrun: {done}/{SWEEP_CELLS} cells" in shown[3][0][1], shown[3]
+    again.close()
+
+    from nbconvert import HTMLExporter
+
+    body, _ = HTMLExporter().from_notebook_node(saved)
+    assert "model not found" not in body and f"midrun: {done}/{SWEEP_CELLS} cells" in body and "running now" in body

@@ -2,9 +2,9 @@
 
 A notebook launches the recursive demo with each model reply taking 0.4 s (about 25 s in all)
 and shows `live_tree(h)` in the same cell, which then ends (the kernel is idle while the run
-goes on). The view must mark a running child with its tool while the run goes on (the updates
-come through the feed widget while no cell runs), keep a node the user expanded across
-updates, and show the final tree once `await h.result()` returns: no running mark, every trace,
+goes on). The view must mark a running child with its tool while the run goes on (each update
+is a new output bundle by display id, drawn while no cell runs), keep a node the user expanded
+and the find box being typed in across updates, and show the final tree once `await h.result()` returns: no running mark, every trace,
 and no widget left in the cell. Saved, kernel shut down and reopened in a new page, the cell
 shows that snapshot and no "Error displaying widget".
 """
@@ -99,8 +99,18 @@ def test_the_live_tree_marks_running_children_then_saves_its_final_snapshot(lab:
                 f"Array.from(({OUTPUT})(index).querySelectorAll('.ca-row')).some(r => r.textContent.includes('▸1 delegate'))",
                 arg=1, timeout=60_000, polling=200)
             out.locator(".ca-row", has_text="1 delegate").first.locator(".ca-tog").click()
-            page.wait_for_timeout(2_000)  # several feed updates (every 0.5 s)
+            page.wait_for_timeout(2_000)  # several updates (every 0.5 s), each a new output bundle drawn again
             assert out.locator(".ca-row", has_text="1.1 explore").count() == 1, _text(page, 1)
+            # Typing in the find box across redraws: the focus, the caret and the text stay.
+            paints = page.evaluate("() => window.__caTreePaint.length")
+            out.locator(".ca-find").click()
+            page.keyboard.type("1.")
+            page.wait_for_function("(n) => window.__caTreePaint.length >= n + 2", arg=paints, timeout=10_000, polling=100)
+            page.keyboard.type("1")
+            assert out.locator(".ca-find").input_value() == "1.1"
+            assert page.evaluate("() => document.activeElement && document.activeElement.classList.contains('ca-find')")
+            page.keyboard.press("Enter")
+            assert "1.1 selected" in out.locator(".ca-status").inner_text()
 
             _run(page, 2, seconds=150)
             assert "status: completed" in _text(page, 2)

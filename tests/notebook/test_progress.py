@@ -12,7 +12,7 @@ from cyber_agent.llm.fakes import FunctionModel
 from cyber_agent.llm.types import LLMResponse, ToolCall, Usage
 from cyber_agent.notebook import ProgressSnapshot, launch, run_sync, to_frames
 from cyber_agent.notebook.progress import ProgressTracker
-from cyber_agent.notebook.progress_view import ViewGroup, WidgetView
+from cyber_agent.notebook.progress_view import ViewGroup
 from cyber_agent.trace import InMemoryTraceStore, Message
 
 from nb_helpers import CHILD, REPO, ROOT, add_trace
@@ -140,14 +140,6 @@ def test_a_view_that_raises_is_dropped_and_reported():
     group.close(snapshot)
     assert seen == ["starting", "closed"]
     assert group.errors == ["progress view: RuntimeError: no screen"]
-
-
-def test_the_widget_view_carries_a_text_and_html_fallback():
-    view = WidgetView(ProgressTracker().snapshot())
-    bundle = view._repr_mimebundle_()
-    assert "application/vnd.jupyter.widget-view+json" in bundle
-    assert bundle["text/plain"].startswith("[starting] 0 agents") and bundle["text/html"].startswith("<table")
-    assert view.widget.value == bundle["text/html"]
 
 
 def test_progress_outside_a_kernel_is_the_latest_snapshot(tmp_path):

@@ -1,8 +1,8 @@
 """Saved means readable (#36 item 2): what the shipped notebooks keep needs no kernel and no widget state.
 
-Every rich output of the toolkit saves as HTML: the progress and sweep views replace their widget
-by their final snapshot when they finish, and the stepper, the explorer and the budget views are
-HTML from the start. So no saved output can reopen as "Error displaying widget: model not found"
+Every rich output of the toolkit saves as HTML: the live views (progress, the live tree, sweep and
+import bars) are display-id HTML that each update replaces (`cyber_agent/notebook/display.py:LiveDisplay`),
+and the stepper, the explorer and the budget views are HTML too. So no saved output can reopen as "Error displaying widget: model not found"
 (JupyterLab draws a widget output only from a live kernel or saved widget state), and
 nbconvert's HTML — what GitHub and nbviewer show — holds every snapshot. The real-browser
 reopen is `test_browser_live.py::test_saved_progress_and_sweep_views_reopen_as_their_final_snapshot`.
@@ -71,12 +71,15 @@ def test_the_import_bar_ends_as_one_line(monkeypatch, tmp_path):
 
     def display(obj, **_):
         shown.append(_Shown(obj))
-        return shown[-1]
+
+    def update_display(obj, **_):
+        shown[-1].update(obj)
 
     monkeypatch.setattr(imports, "in_notebook", lambda: True)
     monkeypatch.setattr(IPython.display, "display", display)
+    monkeypatch.setattr(IPython.display, "update_display", update_display)
     runs = load_runs(REPO / "tests" / "data" / "redel" / "06d8809127b9e72d")
     assert runs.roots
     (bar,) = shown
-    assert type(bar.first).__name__ == "IntProgress"  # live: a widget while it runs
+    assert WIDGET_VIEW not in bar.first and 'class="ca-bar"' in bar.first["text/html"]  # live: an HTML bar, no widget
     assert bar.updates == [{"text/plain": "import done: 1/1 files read", "text/html": "<code>import done: 1/1 files read</code>"}]

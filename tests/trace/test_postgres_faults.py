@@ -137,3 +137,27 @@ async def test_markers_are_one_row_per_writing_thread_and_close_removes_them(url
     reader = PostgresTraceStore(url)
     with reader.connection() as conn:
         assert conn.execute("SELECT count(*) FROM side_records WHERE trace_id = %s", (MARKER_TRACE,)).fetchone() == (0,)
+
+
+async def test_a_pool_closed_from_one_of_its_own_threads_closes_whole(url: str) -> None:
+    """The store's finalizer can run on a pool thread (a collection there): the close must not try to join itself."""
+    from cyber_agent.trace.postgres_store import _close_pool
+
+    store = open_store(url)
+    await store.create_trace(Trace(trace_id="closing", task="t"))
+    pool = store._pool  # type: ignore[attr-defined]
+    errors: list[BaseException] = []
+
+    class CloseHere:  # a maintenance task: psycopg_pool runs it on one of the pool's worker threads
+        def run(self) -> None:
+            try:
+                _close_pool(pool, __import__("os").getpid())
+            except BaseException as exc:  # noqa: BLE001 - the test reports it
+                errors.append(exc)
+
+    pool.run_task(CloseHere())
+    deadline = time.monotonic() + 30
+    while not (pool.closed and not pool.get_stats().get("pool_available")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not errors, errors
+    assert pool.closed

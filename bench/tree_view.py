@@ -104,8 +104,7 @@ def _stages(store: InMemoryTraceStore, ids: list[str]) -> tuple[dict[str, float]
         view = TreeView(records, ids, _pages_later=True)
     view._store = store
     if new:
-        view._projected, view._records = True, None  # as atree_view sets them
-    del records
+        view._projected = True  # as atree_view sets it
     times["view"] = time.perf_counter() - started
     started = time.perf_counter()
     if new:
@@ -119,6 +118,7 @@ def _stages(store: InMemoryTraceStore, ids: list[str]) -> tuple[dict[str, float]
     started = time.perf_counter()
     text = view.to_html()
     times["html"] = time.perf_counter() - started
+    del records  # held by the view too (as in atree_view): freed with it, after the first paint
     return times, view, text
 
 

@@ -194,8 +194,6 @@ async def atree_view(source: StoreSource, root_ids: str | Sequence[str], **optio
     with gc_paused():
         view = TreeView(records, roots, _pages_later=True, **options)
     view._store, view._projected = store, not whole
-    if view._projected:
-        view._records = None  # as TreeView does: pages read whole records
     await view._afill_pages()
     return view
 
@@ -259,8 +257,6 @@ class TreeView(RichDisplay):
                 self._projected = page_limit is not None
                 self._records = run_sync(_read(self._store, roots, whole=not self._projected))
             cols = _columns_from_records(self._records)
-            if self._projected:
-                self._records = None  # pages read whole records: these would only hold memory
         self._cols = cols
         self._index = cols.index
         missing = [r for r in roots if r not in self._index]
@@ -355,8 +351,8 @@ class TreeView(RichDisplay):
                 for row in chosen.itertuples(index=False):
                     msgs.setdefault(str(row.trace_id), []).append(_FrameMessage(row))
         else:
+            assert self._records is not None
             if records is None:
-                assert self._records is not None, "a projected view's pages read their whole records"
                 records = [self._records[self._index[t]] for t in self._record_ids(ids)]
             tables = _record_tables(records)
             msgs = dict(read) if read is not None else None

@@ -9,19 +9,20 @@ same `TraceStore` calls) as a live store, without anything being able to run on 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Iterable, Sequence
+from collections.abc import Callable, Collection, Coroutine, Iterable, Sequence
 from dataclasses import replace
 from typing import Any, NoReturn
 
 from pydantic import ValidationError
 
-from cyber_agent.errors import CorruptRecordError, MessageNotFoundError, StoreError, TraceNotFoundError
+from cyber_agent.errors import CorruptRecordError, InvalidUpdateError, MessageNotFoundError, StoreError, TraceNotFoundError
 from cyber_agent.notebook.display import RichDisplay, html_table
 from cyber_agent.trace.budget_limits import ResourceUsage
 from cyber_agent.trace.events import EVENT_TYPES, TraceEvent
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.protocols import WRITE_METHODS
+from cyber_agent.trace.record_fields import project_meta, trace_projection
 from cyber_agent.trace.records import TraceRecord, parse_time, select_trees
 from cyber_agent.trace.side_records import StopRequest, ToolApprovals, tool_approvals_from, usage_from
 from cyber_agent.trace.trace_filter import TraceFilter
@@ -84,14 +85,24 @@ class ReadOnlyTraceStore(RichDisplay):
 
     # ---- TraceStore: bulk read -----------------------------------------------------------
     async def read_records(
-        self, root_ids: Sequence[str] | None = None, *, messages: bool = True, events: bool = True
+        self, root_ids: Sequence[str] | None = None, *, messages: bool = True, events: bool = True,
+        goals: bool = True, fields: Collection[str] | None = None, subtrees: bool = True,
     ) -> list[TraceRecord]:
-        """The loaded records of the trees under `root_ids` (all when None), parents first."""
-        selected = select_trees([r.trace for r in self._records.values()], root_ids)
-        out = [self._records[m["trace_id"]] for m in selected]
-        if messages and events:
+        """The loaded records of the trees under `root_ids` (all when None), parents first (the options of
+        `cyber_agent/trace/protocols.py:TraceReader.read_records`)."""
+        if isinstance(root_ids, str):
+            raise InvalidUpdateError(f"root_ids must be a sequence of trace ids, got the string {root_ids!r}")
+        projection = trace_projection(fields) if fields is not None else None
+        if root_ids is not None and not subtrees:
+            out = [self._require(trace_id) for trace_id in dict.fromkeys(root_ids)]
+        else:
+            selected = select_trees([r.trace for r in self._records.values()], root_ids)
+            out = [self._records[m["trace_id"]] for m in selected]
+        if messages and events and goals and projection is None:
             return out
-        return [replace(r, messages=r.messages if messages else [], events=r.events if events else []) for r in out]
+        return [replace(r, messages=r.messages if messages else [], events=r.events if events else [],
+                        goal_tree=r.goal_tree if goals else None,
+                        trace=r.trace if projection is None else project_meta(r.trace, projection)) for r in out]
 
     def _require(self, trace_id: str) -> TraceRecord:
         record = self._records.get(trace_id)

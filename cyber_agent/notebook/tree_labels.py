@@ -75,20 +75,28 @@ def trace_objective(task: object, protocol: object) -> str:
 
     A brief's rendered text is never parsed back: a child's objective comes from `protocol.brief`.
     """
-    if isinstance(protocol, Mapping):
+    if isinstance(protocol, dict) or isinstance(protocol, Mapping):  # a dict first: the ABC check is slow
         brief = protocol.get("brief")
-        if isinstance(brief, Mapping) and isinstance(brief.get("objective"), str):
+        if (isinstance(brief, dict) or isinstance(brief, Mapping)) and isinstance(brief.get("objective"), str):
             return " ".join(str(brief["objective"]).split())
     if not isinstance(task, str):
         return ""
-    lines = [line.strip() for line in task.splitlines() if line.strip()]
-    for line in lines:
-        if not line.startswith("#"):
-            return line
-    return lines[0].lstrip("# ").strip() if lines else ""
+    first = None  # the first line with text, if every one is a heading
+    for line in task.splitlines():
+        line = line.strip()
+        if line:
+            if not line.startswith("#"):
+                return line
+            if first is None:
+                first = line
+    return first.lstrip("# ").strip() if first is not None else ""
 
 
 def _shorten(text: str, width: int) -> str:
+    # textwrap.shorten collapses whitespace, then returns what fits whole: check that first (100k titles).
+    collapsed = " ".join(text.split())
+    if len(collapsed) <= width:
+        return collapsed
     return textwrap.shorten(text, width, placeholder=" …") if text else ""
 
 

@@ -27,12 +27,9 @@ from __future__ import annotations
 import hashlib
 import html
 import json
-import math
 import os
 from collections import namedtuple
-from operator import itemgetter
-from collections.abc import Hashable, Mapping, Sequence
-from functools import lru_cache
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -42,7 +39,9 @@ from cyber_agent.notebook.explorer_pages import Page, _brief, _messages, _report
 from cyber_agent.notebook import frame_rows, protocol_rows
 from cyber_agent.notebook.frames import TraceFrames
 from cyber_agent.notebook.records import StoreSource, TraceRecord, open_source
-from cyber_agent.notebook.tree_labels import VERDICT_MARKS, TraceText, distinct_titles, trace_objective, trace_texts
+from cyber_agent.notebook.tree_compare_view import TreeCompareView, tree_view_compare  # re-exported
+from cyber_agent.notebook.tree_columns import VIEW_FIELDS, _columns_from_frames, _columns_from_records, _num, _subtree_totals
+from cyber_agent.notebook.tree_labels import VERDICT_MARKS, TraceText
 from cyber_agent.notebook.tree_view_js import TREE_CSS, TREE_JS
 from cyber_agent.notebook.tree_view_pages import KERNEL_JS, fetch_attrs
 from cyber_agent.trace.bulk import gc_paused
@@ -50,8 +49,8 @@ from cyber_agent.trace.models import Message
 from cyber_agent.trace.protocols import TraceReader
 
 __all__ = [
-    "HIGHLIGHT_KINDS", "PAGE_LIMIT", "STATIC_ROWS", "TreeCompareView", "TreeView", "atree_view", "export_html",
-    "tree_view_compare", "write_document",
+    "HIGHLIGHT_KINDS", "PAGE_LIMIT", "STATIC_ROWS", "VIEW_FIELDS", "TreeCompareView", "TreeView", "atree_view",
+    "export_html", "tree_view_compare", "write_document",
 ]
 
 STATIC_ROWS = 500
@@ -72,142 +71,8 @@ HIGHLIGHT_KINDS: dict[str, str] = {
 _VERDICTS = ("", "pass", "fail", "unknown")
 
 
-def _num(value: Any) -> float:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return 0.0
-    return 0.0 if math.isnan(number) else number
-
-
 def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
-
-
-@lru_cache(maxsize=8192)
-def _titles(objectives: tuple[str, ...]) -> tuple[str, ...]:
-    """`distinct_titles` of one sibling group (remembered: a live view re-reads the same groups every second)."""
-    return tuple(distinct_titles(list(objectives)))
-
-
-class _Columns:
-    """The nodes of a forest, column by column, parents before children (depth first)."""
-
-    def __init__(self) -> None:
-        self.ids: list[str] = []
-        self.parent: list[int] = []  # -1: a root
-        self.path: list[str] = []
-        self.role: list[str] = []
-        self.status: list[str] = []
-        self.verdict: list[str] = []  # "" when none
-        self.title: list[str] = []
-        self.objective: list[str] = []
-        self.cost: list[float] = []
-        self.tokens: list[int] = []
-        self.calls: list[int] = []
-        self.depth: list[int] = []
-
-    def finish(self, parents: Sequence[str | None], objectives: Sequence[str]) -> None:
-        """Parent indices, depths, paths and sibling-distinct titles from the parent ids (frame order)."""
-        index = {trace_id: i for i, trace_id in enumerate(self.ids)}
-        counts: dict[int, list[int]] = {}
-        siblings: dict[Hashable, list[int]] = {}
-        for i, parent_id in enumerate(parents):
-            p = index.get(parent_id, -1) if parent_id else -1
-            if p >= i:  # a parent after its child: not a tree order; treat as a root
-                p = -1
-            self.parent.append(p)
-            if p < 0:
-                self.depth.append(0)
-                self.path.append("root")
-            else:
-                self.depth.append(self.depth[p] + 1)
-                seen = counts.setdefault(p, [0, 0])
-                base = "" if self.path[p] == "root" else f"{self.path[p]}."
-                if self.role[i] == "validator":
-                    seen[1] += 1
-                    self.path.append(f"{base}v{seen[1]}")
-                else:
-                    seen[0] += 1
-                    self.path.append(f"{base}{seen[0]}")
-            if self.role[i] != "validator":
-                siblings.setdefault(p, []).append(i)
-        self.objective = list(objectives)
-        self.title = [""] * len(self.ids)
-        for group in siblings.values():
-            for i, title in zip(group, _titles(tuple(objectives[i] for i in group))):
-                self.title[i] = title
-
-
-_META_FIELDS = ("trace_id", "parent_trace_id", "status", "total_cost", "total_tokens", "total_messages", "task",
-                "protocol", "agent_type", "lineage")
-_META = itemgetter(*_META_FIELDS)
-
-
-def _columns_from_records(records: Sequence[TraceRecord]) -> _Columns:
-    """Node columns from store records (no pandas): the same paths, titles and verdicts as the frames give."""
-    cols = _Columns()
-    parents: list[str | None] = []
-    objectives: list[str] = []
-    own: dict[str, str] = {}  # validator -> its verdict (the first validation it wrote)
-    latest: dict[str, tuple[int, str]] = {}  # judged trace -> (index, verdict) of its latest validation
-    ids, roles, statuses, costs, tokens, calls = cols.ids, cols.role, cols.status, cols.cost, cols.tokens, cols.calls
-    for record in records:
-        meta = record.trace
-        try:  # a native record has every field: one C call
-            trace_id, parent, status, cost, total, count, task, protocol, agent_type, lineage = _META(meta)
-        except KeyError:  # an imported or older record: field by field
-            trace_id, parent, status, cost, total, count, task, protocol, agent_type, lineage = (
-                meta.get(k) for k in _META_FIELDS)
-        ids.append(trace_id)
-        parents.append(parent)
-        roles.append("validator" if isinstance(lineage, dict) and lineage.get("created_by_tool") == "validator"
-                     else str(agent_type or "agent"))  # frame_rows.trace_role, inlined
-        statuses.append(str(status))
-        costs.append(round(cost, 6) if isinstance(cost, float) else round(_num(cost), 6))
-        tokens.append(total if isinstance(total, int) else int(_num(total)))
-        calls.append((count if isinstance(count, int) else int(_num(count))) // 2)
-        objectives.append(trace_objective(task, protocol))
-        validations = protocol.get("validations") if isinstance(protocol, dict) else None
-        if validations:
-            for number, validation in enumerate(validations):
-                verdict = validation.get("verdict") if isinstance(validation, dict) else None
-                if not isinstance(verdict, str):
-                    continue
-                validator = validation.get("validator_trace_id")
-                if isinstance(validator, str):
-                    own.setdefault(validator, verdict)
-                target = validation.get("target_trace_id") or trace_id
-                if target not in latest or number >= latest[target][0]:
-                    latest[target] = (number, verdict)
-    for trace_id, role in zip(cols.ids, cols.role):
-        verdict = own.get(trace_id, "") if role == "validator" else latest.get(trace_id, (0, ""))[1]
-        cols.verdict.append(verdict if verdict in VERDICT_MARKS else "")
-    cols.finish(parents, objectives)
-    return cols
-
-
-def _columns_from_frames(frames: TraceFrames) -> _Columns:
-    """Node columns from loaded frames (paths, titles and verdicts of `trace_texts`)."""
-    traces = frames.traces
-    texts: dict[str, TraceText] = {}
-    for _, group in traces.groupby("root_trace_id", sort=False):
-        texts.update(trace_texts(group, frames.validations))
-    usage = dict(zip(frames.usage["trace_id"].tolist(), frames.usage["llm_calls"].tolist())) if len(frames.usage) else {}
-    cols = _Columns()
-    parents: list[str | None] = []
-    for row in traces.itertuples(index=False):
-        cols.ids.append(row.trace_id)
-        parents.append(row.parent_trace_id if isinstance(row.parent_trace_id, str) else None)
-        cols.role.append(str(row.role))
-        cols.status.append(str(row.status))
-        cols.cost.append(round(_num(row.total_cost), 6))
-        cols.tokens.append(int(_num(row.total_tokens)))
-        calls = _num(usage.get(row.trace_id))
-        cols.calls.append(int(calls) if calls else int(_num(row.total_messages)) // 2)
-        cols.verdict.append(texts[row.trace_id].verdict or "")
-    cols.finish(parents, [texts[t].objective for t in cols.ids])
-    return cols
 
 
 def _page(row: Any, text: TraceText, report: Any, checks: Sequence[Any], goals: Sequence[Any],
@@ -314,22 +179,23 @@ _PAGE_COLUMNS: dict[str, list[str]] = {  # what a page reads of each frame's row
 }
 
 
-async def _read(store: TraceReader, roots: Sequence[str]) -> list[TraceRecord]:
-    return await store.read_records(list(roots), messages=False, events=False)
+async def _read(store: TraceReader, roots: Sequence[str], *, whole: bool = False) -> list[TraceRecord]:
+    """The trees' records: every field and goal tree when `whole` (every page is built), else `VIEW_FIELDS`."""
+    if whole:
+        return await store.read_records(list(roots), messages=False, events=False)
+    return await store.read_records(list(roots), messages=False, events=False, goals=False, fields=VIEW_FIELDS)
 
 
 async def atree_view(source: StoreSource, root_ids: str | Sequence[str], **options: Any) -> TreeView:
     """`TreeView(source, root_ids, **options)` read with `await` (from async code or the toolkit's background loop)."""
     store = open_source(source)
     roots = [root_ids] if isinstance(root_ids, str) else list(root_ids)
-    records = await _read(store, roots)
+    whole = options.get("page_limit", PAGE_LIMIT) is None
+    records = await _read(store, roots, whole=whole)
     with gc_paused():
         view = TreeView(records, roots, _pages_later=True, **options)
-        view._store = store
-        ids = view._page_ids()
-    read = await _read_messages(store, ids) if view.messages and ids else None
-    with gc_paused():
-        view._pages.update(view._build_pages(ids, read))
+    view._store, view._projected = store, not whole
+    await view._afill_pages()
     return view
 
 
@@ -338,6 +204,15 @@ async def _read_messages(store: TraceReader, ids: Sequence[str]) -> dict[str, li
     # leaving, and the next allocation then walks every record loaded (37 ms per page at 10k traces).
     with gc_paused():
         return {trace_id: await store.get_trace_messages(trace_id) for trace_id in ids}
+
+
+async def _read_page_inputs(store: TraceReader, record_ids: Sequence[str], message_ids: Sequence[str] | None,
+                            ) -> tuple[list[TraceRecord] | None, dict[str, list[Message]] | None]:
+    """The whole records of `record_ids` (None when empty) and the messages of `message_ids` (None: not read)."""
+    with gc_paused():  # one pause for both reads (see `_read_messages`)
+        records = await store.read_records(list(record_ids), messages=False, events=False, subtrees=False) \
+            if record_ids else None
+        return records, (await _read_messages(store, message_ids) if message_ids else None)
 
 
 Highlight = Any
@@ -370,6 +245,7 @@ class TreeView(RichDisplay):
         self.title = title
         self._store: TraceReader | None = None
         self._records: list[TraceRecord] | None = None
+        self._projected = False  # records of `VIEW_FIELDS` only: a page reads its trace's whole record
         self._frames: TraceFrames | None = None
         if isinstance(source, TraceFrames):
             self._frames = source
@@ -379,23 +255,15 @@ class TreeView(RichDisplay):
                 self._records = list(source)
             else:
                 self._store = open_source(source)
-                self._records = run_sync(_read(self._store, roots))
+                self._projected = page_limit is not None
+                self._records = run_sync(_read(self._store, roots, whole=not self._projected))
             cols = _columns_from_records(self._records)
         self._cols = cols
-        self._index = {trace_id: i for i, trace_id in enumerate(cols.ids)}
+        self._index = cols.index
         missing = [r for r in roots if r not in self._index]
         if missing:
             raise KeyError(f"no trace {missing[0]!r} in this source; pass a root of it (e.g. to_frames(store).roots)")
-        n = len(cols.ids)
-        self._sub = [[cols.cost[i], cols.tokens[i], cols.calls[i], 1] for i in range(n)]
-        for i in range(n - 1, -1, -1):  # children come after their parents: fold totals upwards
-            p = cols.parent[i]
-            if p >= 0:
-                up, mine = self._sub[p], self._sub[i]
-                up[0] += mine[0]
-                up[1] += mine[1]
-                up[2] += mine[2]
-                up[3] += mine[3]
+        self._sub = _subtree_totals(cols)
         self.badges: dict[int, list[str]] = {}
         """Badges by node index (from `marks` and from highlights)."""
         for trace_id, values in (marks or {}).items():
@@ -416,8 +284,7 @@ class TreeView(RichDisplay):
         self.messages = messages
         self._pages: dict[str, Page] = {}
         if not _pages_later:
-            ids = self._page_ids()
-            self._pages.update(self._build_pages(ids, self._read_page_messages(ids)))
+            self._fill_pages(self._page_ids())
 
     # ---- building -----------------------------------------------------------------------
     def _page_ids(self) -> list[str]:
@@ -429,18 +296,45 @@ class TreeView(RichDisplay):
             chosen = [*chosen, self.focus]
         return [c.ids[i] for i in chosen]
 
-    def _read_page_messages(self, ids: Sequence[str]) -> dict[str, list[Message]] | None:
-        if self._store is None or not self.messages or not ids:
-            return None
-        return run_sync(_read_messages(self._store, ids))
+    def _page_inputs(self, ids: Sequence[str]) -> tuple[list[str], list[str] | None]:
+        """What pages of `ids` read from the store: whole records (of projected views) and messages (None: none)."""
+        if self._store is None or not ids:
+            return [], None
+        records = self._record_ids(ids) if self._projected else []
+        return records, (list(ids) if self.messages else None)
+
+    def _fill_pages(self, ids: Sequence[str]) -> None:
+        """Build the pages of `ids`, reading what they need through the bridge."""
+        record_ids, message_ids = self._page_inputs(ids)
+        records, read = run_sync(_read_page_inputs(self._store, record_ids, message_ids)) \
+            if self._store is not None and (record_ids or message_ids) else (None, None)
+        with gc_paused():
+            self._pages.update(self._build_pages(ids, read, records))
+
+    async def _afill_pages(self) -> None:
+        """Build the pages `page_limit` embeds, reading what they need with `await`."""
+        ids = self._page_ids()
+        record_ids, message_ids = self._page_inputs(ids)
+        records, read = await _read_page_inputs(self._store, record_ids, message_ids) \
+            if self._store is not None and (record_ids or message_ids) else (None, None)
+        with gc_paused():
+            self._pages.update(self._build_pages(ids, read, records))
+
+    def _record_ids(self, ids: Sequence[str]) -> list[str]:
+        """The traces a page of `ids` reads records of: their own, and their parents' (the reviews), in tree order."""
+        chosen = {self._index[t] for t in ids}
+        chosen |= {p for p in (self._cols.parent[i] for i in list(chosen)) if p >= 0}
+        return [self._cols.ids[i] for i in sorted(chosen)]
 
     def _text(self, i: int) -> TraceText:
         c = self._cols
         verdict: Any = c.verdict[i] or None
         return TraceText(path=c.path[i], title=c.title[i], objective=c.objective[i], verdict=verdict, checks="")
 
-    def _build_pages(self, ids: Sequence[str], read: Mapping[str, Sequence[Message]] | None) -> dict[str, Page]:
-        """Pages of `ids`, with the messages `read` (by trace id; None: not read, unless the frames hold them)."""
+    def _build_pages(self, ids: Sequence[str], read: Mapping[str, Sequence[Message]] | None,
+                     records: Sequence[TraceRecord] | None = None) -> dict[str, Page]:
+        """Pages of `ids`, with the messages `read` (by trace id; None: not read, unless the frames hold them) and
+        the whole `records` of `_record_ids(ids)` (None: the view's own records are whole)."""
         if not ids:
             return {}
         wanted = set(ids)
@@ -459,10 +353,9 @@ class TreeView(RichDisplay):
                     msgs.setdefault(str(row.trace_id), []).append(_FrameMessage(row))
         else:
             assert self._records is not None
-            chosen = {self._index[t] for t in ids}
-            chosen |= {p for p in (self._cols.parent[i] for i in list(chosen)) if p >= 0}  # parents: their reviews
-            subset = [self._records[i] for i in sorted(chosen)]
-            tables = _record_tables(subset)
+            if records is None:
+                records = [self._records[self._index[t]] for t in self._record_ids(ids)]
+            tables = _record_tables(records)
             msgs = dict(read) if read is not None else None
         return _pages(*tables, texts, paths, msgs, self.messages)
 
@@ -554,7 +447,7 @@ class TreeView(RichDisplay):
         if trace_id not in self._index:
             raise KeyError(f"{trace_id!r} is not in this tree view (roots: {', '.join(self.root_ids)})")
         if trace_id not in self._pages:
-            self._pages.update(self._build_pages([trace_id], self._read_page_messages([trace_id])))
+            self._fill_pages([trace_id])
         return self._pages[trace_id]
 
     def find(self, text: str) -> list[str]:
@@ -581,17 +474,15 @@ class TreeView(RichDisplay):
         statuses = list(dict.fromkeys(c.status))
         role_code = {r: k for k, r in enumerate(roles)}
         status_code = {s: k for k, s in enumerate(statuses)}
-        ids: list[str] = []  # a T2 sub-trace id is its parent's id + "@…": only the tail is sent ("@…")
-        for i, trace_id in enumerate(c.ids):
-            p = c.parent[i]
-            if p >= 0 and trace_id.startswith(c.ids[p] + "@"):
-                ids.append(trace_id[len(c.ids[p]):])
-            else:
-                ids.append(trace_id)
+        all_ids = c.ids  # a T2 sub-trace id is its parent's id + "@…": only the tail is sent ("@…")
+        ids = [trace_id[len(all_ids[p]):] if p >= 0 and trace_id.startswith(all_ids[p])
+               and trace_id[len(all_ids[p]):len(all_ids[p]) + 1] == "@" else trace_id
+               for trace_id, p in zip(all_ids, c.parent)]
+        verdict_code = {v: k for k, v in enumerate(_VERDICTS)}
         return {
             "v": 2, "ids": ids, "parent": c.parent, "path": c.path, "roles": roles, "role": [role_code[r] for r in c.role],
             "statuses": statuses, "status": [status_code[s] for s in c.status],
-            "verdict": [_VERDICTS.index(v) for v in c.verdict], "title": c.title,
+            "verdict": [verdict_code[v] for v in c.verdict], "title": c.title,
             "cost": c.cost, "tokens": c.tokens, "calls": c.calls,
             "badges": {str(i): b for i, b in self.badges.items()}, "hl": {str(i): k for i, k in self.highlights.items()},
             "pairs": {str(i): t for i, t in self.pairs.items()},
@@ -695,75 +586,6 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
 
 
-class TreeCompareView(RichDisplay):
-    """Two trees side by side, their differences coloured (`compare_trees`), a click selecting the counterpart."""
-
-    def __init__(self, left: TreeView, right: TreeView, alignment: Any) -> None:
-        self.left = left
-        """Tree a (deleted nodes coloured)."""
-        self.right = right
-        """Tree b (inserted nodes coloured)."""
-        self.alignment = alignment
-        """The `compare_trees` frame."""
-
-    def counts(self) -> dict[str, int]:
-        """Aligned nodes per kind."""
-        kinds = self.alignment["kind"].tolist()
-        return {k: kinds.count(k) for k in ("matched", "relabelled", "deleted", "inserted")}
-
-    def __repr__(self) -> str:
-        return f"TreeCompareView({self.left.root_ids[0]!r} vs {self.right.root_ids[0]!r}, {self.counts()})"
-
-    def to_text(self) -> str:
-        """The counts per kind."""
-        return repr(self)
-
-    def to_html(self) -> str:
-        """Both views in one row, with the counts; a script links each node to its counterpart."""
-        counts = " · ".join(f"{v} {k}" for k, v in self.counts().items())
-        box = "ca-compare-" + hashlib.sha1((self.left.root_ids[0] + self.right.root_ids[0] + counts).encode()).hexdigest()[:12]
-        link = ("<script>(function(){const box=document.getElementById('" + box + "');if(!box||box.dataset.linked)return;"
-                "box.dataset.linked='1';box.addEventListener('ca-selected',e=>{const pair=e.detail&&e.detail.pair;"
-                "if(!pair)return;const views=Array.from(box.querySelectorAll('.ca-tree-box'));"
-                "const other=views.find(v=>!v.contains(e.target));"
-                "if(other)other.dispatchEvent(new CustomEvent('ca-select',{detail:{id:pair}}));});})();</script>")
-        return (f'<div class="ca-compare" id="{box}"><div class="ca-compare-head">compare: {html.escape(counts)}</div>'
-                f'<div style="display:flex;gap:16px;align-items:flex-start;overflow-x:auto">'
-                f'<div style="flex:1;min-width:0"><h4>a: {html.escape(self.left.root_ids[0])}</h4>{self.left.to_html()}</div>'
-                f'<div style="flex:1;min-width:0"><h4>b: {html.escape(self.right.root_ids[0])}</h4>{self.right.to_html()}</div>'
-                f"</div>{link}</div>")
-
-    def to_document(self, title: str | None = None) -> str:
-        """A whole HTML page holding both views."""
-        name = html.escape(title or f"compare {self.left.root_ids[0]} vs {self.right.root_ids[0]}")
-        return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{name}</title></head>'
-                f"<body><h2>{name}</h2>{self.to_html()}</body></html>\n")
-
-    def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the comparison as one self-contained HTML file."""
-        return _write(path, self.to_document())
-
-
-def tree_view_compare(a: tuple[StoreSource, str], b: tuple[StoreSource, str], *, alignment: Any = None,
-                      relabel_threshold: float | None = None, **view_options: Any) -> TreeCompareView:
-    """Trees a and b (each `(store, root_id)`) side by side, coloured by `compare_trees(a, b)` (or by `alignment`).
-
-    In a: deleted (only in a), relabelled and changed nodes; in b: inserted, relabelled and changed
-    ones; a badge on a node counts the other tree's nodes below it that this one lacks. Clicking
-    a node selects its counterpart in the other tree. `view_options` go to both `TreeView`s.
-    """
-    from cyber_agent.analysis.align import compare_trees
-
-    (source_a, root_a), (source_b, root_b) = a, b
-    store_a, store_b = open_source(source_a), open_source(source_b)
-    if alignment is None:
-        extra = {} if relabel_threshold is None else {"relabel_threshold": relabel_threshold}
-        alignment = run_sync(compare_trees(store_a, root_a, store_b, root_b, **extra))
-    left = TreeView(store_a, root_a, highlight=alignment, side="a", **view_options)
-    right = TreeView(store_b, root_b, highlight=alignment, side="b", **view_options)
-    return TreeCompareView(left, right, alignment)
-
-
 def _write(path: str | os.PathLike[str], text: str) -> Path:
     target = Path(path)
     if target.is_dir():
@@ -787,4 +609,3 @@ def export_html(source: StoreSource | TraceFrames, root_id: str | Sequence[str],
         raise IsADirectoryError(f"{str(path)!r} is a folder; give a file name, e.g. {str(Path(path) / 'run.html')!r}")
     view = TreeView(source, root_id, marks=marks, highlight=highlight, page_limit=None, messages=messages)
     return _write(path, view.to_document())
-

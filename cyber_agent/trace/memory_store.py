@@ -14,6 +14,7 @@ from cyber_agent.trace.events import TraceEvent
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.errors import CorruptRecordError
 from cyber_agent.trace.models import Message, Trace
+from cyber_agent.trace.record_fields import TraceProjection
 from cyber_agent.trace.records import JSONRecord, TraceRecord, share_message_events
 from cyber_agent.trace.store_deferred import DeferredEventStore
 
@@ -98,12 +99,15 @@ class InMemoryTraceStore(DeferredEventStore):
     def _read_exchange_lines(self, trace_id: str) -> list[str]:
         return list(self._exchanges.get(trace_id, []))
 
-    def _read_record(self, meta: JSONRecord, *, messages: bool, events: bool) -> TraceRecord:
+    def _read_record(self, meta: JSONRecord, *, messages: bool, events: bool, goals: bool = True,
+                     fields: TraceProjection | None = None) -> TraceRecord:
         # The stored JSON text parsed directly: no pydantic, each message once (see trace/records.py).
         trace_id = meta["trace_id"]
+        trace, tree = self._meta_and_tree(trace_id, goals=goals, fields=fields)
+        if not messages and not events:  # the tree view's read: nothing else to parse
+            return TraceRecord(trace=trace, goal_tree=tree, resource_usage=self._read_side_record(trace_id, "resource_usage"),
+                               tool_approvals=self._read_side_record(trace_id, "tool_approvals"))
         with self._lock(trace_id):
-            hot = self._hot.get(trace_id)
-            tree = (hot.tree if hot is not None else self._records[trace_id][1]).model_dump(mode="json")
             raw = list(self._messages.get(trace_id, [])) if messages else []
             lines = list(self._events.get(trace_id, [])) if events else []
         parsed = [json.loads(data) for data in raw]
@@ -114,7 +118,7 @@ class InMemoryTraceStore(DeferredEventStore):
             return CorruptRecordError(f"<memory>/{trace_id}/events", f"line {number} is not JSON ({exc.msg})")
 
         return TraceRecord(
-            trace=meta, goal_tree=tree, messages=parsed,
+            trace=trace, goal_tree=tree, messages=parsed,
             events=share_message_events(enumerate(lines, start=1), raw_by_sequence, by_sequence, corrupt),
             resource_usage=self._read_side_record(trace_id, "resource_usage"),
             tool_approvals=self._read_side_record(trace_id, "tool_approvals"),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, ValidationInfo, field_validator, model_serializer, model_validator
 
@@ -170,6 +170,9 @@ class TaskReport(BaseModel):
             return {**data, "outputs": [t for t in texts if t.strip()]}
         return data
 
+    DUMP_MAY_DROP: ClassVar[frozenset[str]] = frozenset({"claims"})
+    """Keys the serializer below may leave out (a projected read walks the other fields, trace/record_fields.py)."""
+
     @model_serializer(mode="wrap")
     def _without_derived_claims(self, handler: SerializerFunctionWrapHandler) -> Any:
         # Claims the before-validator would derive again (uncited, one per output) are not written:
@@ -204,6 +207,9 @@ class ValidationResult(BaseModel):
     summary: str = ""
     claims: list[ClaimVerdict] = Field(default_factory=list)
     """Scope `evidence`: the verdict per claim and per whole-report signal, with reason and location."""
+
+    DUMP_MAY_DROP: ClassVar[frozenset[str]] = frozenset({"claims"})
+    """Keys the serializer below may leave out (a projected read walks the other fields, trace/record_fields.py)."""
 
     @model_serializer(mode="wrap")
     def _without_empty_claims(self, handler: SerializerFunctionWrapHandler) -> Any:

@@ -16,7 +16,7 @@ every name in `WRITE_METHODS`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol, runtime_checkable
 
@@ -84,13 +84,17 @@ class TraceReader(Protocol):
         ...
 
     async def read_records(
-        self, root_ids: Sequence[str] | None = None, *, messages: bool = True, events: bool = True
+        self, root_ids: Sequence[str] | None = None, *, messages: bool = True, events: bool = True,
+        goals: bool = True, fields: Collection[str] | None = None, subtrees: bool = True,
     ) -> list[TraceRecord]:
         """Every trace of the trees under `root_ids` (all traces when None) as JSON-mode records.
 
         Parents first, siblings by (created_at, trace_id) (`cyber_agent/trace/records.py:select_trees`);
         an unknown root raises TraceNotFoundError. Each record is what a fresh reader of the store
-        sees (messages above a checkpoint counted); each message is parsed once.
+        sees (messages above a checkpoint counted); each message is parsed once. `goals=False`
+        leaves `goal_tree` None; `fields` keeps only those `Trace` fields (dotted paths into them)
+        in `trace`, exactly `cyber_agent/trace/record_fields.py:project_meta` of the whole meta;
+        `subtrees=False` reads the traces named in `root_ids` only, in that order.
         """
         ...
 

@@ -114,11 +114,14 @@ def select_trees(metas: Iterable[JSONRecord], root_ids: Sequence[str] | None = N
     children: dict[str | None, list[JSONRecord]] = {}
     for meta in by_id.values():
         parent = meta.get("parent_trace_id")
-        children.setdefault(parent if parent in by_id else None, []).append(meta)
-    for group in children.values():
-        group.sort(key=lambda m: (parse_time(m.get("created_at")), m["trace_id"]))
+        key = parent if parent in by_id else None
+        group = children.get(key)
+        if group is None:
+            children[key] = [meta]
+        else:
+            group.append(meta)
     if root_ids is None:
-        roots = [m["trace_id"] for m in children.get(None, [])]
+        roots = [m["trace_id"] for m in sorted(children.get(None, []), key=_sibling_order)]
     else:
         roots = list(dict.fromkeys(root_ids))
         for root in roots:
@@ -126,16 +129,25 @@ def select_trees(metas: Iterable[JSONRecord], root_ids: Sequence[str] | None = N
                 raise TraceNotFoundError(root)
     out: list[JSONRecord] = []
     seen: set[str] = set()
-    for root in roots:
+    for root in roots:  # only the groups reached are sorted: a small tree of a big store sorts little
         stack = [by_id[root]]
         while stack:
             meta = stack.pop()
-            if meta["trace_id"] in seen:
+            trace_id = meta["trace_id"]
+            if trace_id in seen:
                 continue
-            seen.add(meta["trace_id"])
+            seen.add(trace_id)
             out.append(meta)
-            stack.extend(reversed(children.get(meta["trace_id"], [])))
+            kids = children.get(trace_id)
+            if kids:
+                if len(kids) > 1:
+                    kids.sort(key=_sibling_order)
+                stack.extend(reversed(kids))
     return out
+
+
+def _sibling_order(meta: JSONRecord) -> tuple[datetime, str]:
+    return parse_time(meta.get("created_at")), meta["trace_id"]
 
 
 _MARKERS = {bytes: b'"type":"message_added","payload":{"message":',

@@ -23,8 +23,8 @@ import json
 import threading
 import time
 from abc import abstractmethod
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +47,7 @@ from cyber_agent.trace.event_payloads import check_payload
 from cyber_agent.trace.events import EVENT_TYPES, EventType, TraceEvent, encode_event, encode_json
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Message, Trace
+from cyber_agent.trace.record_fields import TraceProjection, project_meta
 from cyber_agent.trace.records import JSONRecord, TraceRecord, select_trees
 from cyber_agent.trace.sqlite_schema import MessageColumns, message_columns
 from cyber_agent.trace.store_base import BaseTraceStore, _Hot
@@ -359,11 +360,13 @@ class SQLTraceStore(BaseTraceStore):
         return await super().get_exchanges(trace_id)
 
     async def read_records(self, root_ids: Sequence[str] | None = None, *, messages: bool = True, events: bool = True,
-                           exchanges: bool = False) -> list[TraceRecord]:
+                           exchanges: bool = False, goals: bool = True, fields: Collection[str] | None = None,
+                           subtrees: bool = True) -> list[TraceRecord]:
         """`BaseTraceStore.read_records`, this instance's deferred records written first."""
         if self._deferred:
             self._settle()
-        return await super().read_records(root_ids, messages=messages, events=events, exchanges=exchanges)
+        return await super().read_records(root_ids, messages=messages, events=events, exchanges=exchanges, goals=goals,
+                                          fields=fields, subtrees=subtrees)
 
     async def flush(self) -> None:
         """Write every deferred record, then checkpoint (see `BaseTraceStore.flush`)."""
@@ -414,21 +417,24 @@ class SQLTraceStore(BaseTraceStore):
         return traces, damaged
 
     # ---- bulk reads: JSON text parsed once, no pydantic -------------------------------------
-    def _record_metas(self) -> tuple[list[JSONRecord], list[DamagedEntry]]:
-        metas, damaged = [], []
-        for trace_id, data in self._query("SELECT trace_id, data FROM traces"):
-            try:
-                metas.append(json.loads(data))
-            except ValueError as exc:
-                damaged.append(DamagedEntry(name=trace_id, path=self._where(trace_id, "traces"), kind="corrupt",
-                                            detail=f"invalid JSON ({exc})"))
-        return metas, damaged
+    def _record_metas(self, trace_ids: Collection[str] | None = None) -> tuple[list[JSONRecord], list[DamagedEntry]]:
+        # The key columns only: trees are selected before any trace's JSON is parsed (`_read_rows` parses it).
+        sql = "SELECT trace_id, parent_trace_id, created_at FROM traces"
+        if trace_ids is None:
+            rows = self._query(sql)
+        else:
+            ids = list(trace_ids)
+            rows = [row for start in range(0, len(ids), 500) for row in self._query(
+                f"{sql} WHERE trace_id IN ({', '.join('?' * len(ids[start:start + 500]))})", ids[start:start + 500])]
+        return [{"trace_id": t, "parent_trace_id": p, "created_at": c} for t, p, c in rows], []
 
-    def _read_record(self, meta: JSONRecord, *, messages: bool, events: bool) -> TraceRecord:
+    def _read_record(self, meta: JSONRecord, *, messages: bool, events: bool, goals: bool = True,
+                     fields: TraceProjection | None = None) -> TraceRecord:
         """One trace's record; a damaged row raises CorruptRecordError naming its table (the reader skips the trace)."""
-        where = ["traces.goals"]
+        where = ["traces.data"]
         try:
-            return self._read_rows(meta, messages=messages, events=events, where=where)
+            return self._read_rows(meta["trace_id"], messages=messages, events=events, goals=goals, fields=fields,
+                                   where=where)
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptRecordError(self._where(meta["trace_id"], where[0]),
                                      f"invalid JSON ({type(exc).__name__}: {str(exc)[:200]})") from None
@@ -436,11 +442,19 @@ class SQLTraceStore(BaseTraceStore):
     def _record_location(self, meta: JSONRecord) -> str:
         return self._where(str(meta.get("trace_id")), "traces")
 
-    def _read_rows(self, meta: JSONRecord, *, messages: bool, events: bool, where: list[str]) -> TraceRecord:
-        trace_id = meta["trace_id"]
+    def _read_rows(self, trace_id: str, *, messages: bool, events: bool, goals: bool, fields: TraceProjection | None,
+                   where: list[str]) -> TraceRecord:
         loads = json.loads
-        (goals,), = self._query("SELECT goals FROM traces WHERE trace_id = ?", (trace_id,))
-        goal_tree = loads(goals)
+        rows = self._query(f"SELECT data{', goals' if goals else ''} FROM traces WHERE trace_id = ?", (trace_id,))
+        if not rows:
+            raise KeyError(f"trace {trace_id!r} is gone since the listing")
+        meta = loads(rows[0][0])
+        if not isinstance(meta, dict):
+            raise TypeError(f"the trace record is a {type(meta).__name__}, not an object")
+        if fields is not None:
+            meta = project_meta(meta, fields)
+        where[0] = "traces.goals"
+        goal_tree = loads(rows[0][1]) if goals else None
         where[0] = "messages.data"
         parsed = ([loads(data) for (data,) in self._query(
             "SELECT data FROM messages WHERE trace_id = ? ORDER BY sequence", (trace_id,))] if messages else [])

@@ -27,7 +27,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -44,6 +44,7 @@ from cyber_agent.trace.events import TraceEvent
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.columnar import ColumnBuilder
+from cyber_agent.trace.record_fields import TraceProjection, project_meta
 from cyber_agent.trace.records import JSONRecord, TraceRecord, iter_message_events, loads_json, share_message_events
 from cyber_agent.trace.store_deferred import DeferredEventStore
 from cyber_agent.trace.store_listing import DamagedEntry, DamageKind
@@ -426,9 +427,13 @@ class FileSystemTraceStore(DeferredEventStore):
         except UnicodeDecodeError as exc:  # e.g. a leading NUL byte: json.loads took the bytes for UTF-16
             raise CorruptRecordError(path, f"not UTF-8 JSON ({exc.reason} at byte {exc.start})") from None
 
-    def _record_metas(self) -> tuple[list[JSONRecord], list[DamagedEntry]]:
+    def _record_metas(self, trace_ids: Collection[str] | None = None) -> tuple[list[JSONRecord], list[DamagedEntry]]:
+        # The whole meta.json of each trace: selecting trees needs its parent, and no index holds that.
         metas = []
-        names, damaged = self._entry_names()
+        if trace_ids is None:
+            names, damaged = self._entry_names()
+        else:
+            names, damaged = [t for t in trace_ids if os.path.isdir(f"{self._base}/{t}")], []
         for name in names:
             hot = self._hot.get(name)
             if hot is not None:
@@ -447,15 +452,17 @@ class FileSystemTraceStore(DeferredEventStore):
                                                                  "is not the meta record of this trace")))
         return metas, damaged
 
-    def _read_record(self, meta: JSONRecord, *, messages: bool, events: bool) -> TraceRecord:
+    def _read_record(self, meta: JSONRecord, *, messages: bool, events: bool, goals: bool = True,
+                     fields: TraceProjection | None = None) -> TraceRecord:
         trace_id = meta["trace_id"]
         directory = self._dir(trace_id)
         hot = self._hot.get(trace_id)
+        goal_tree: JSONRecord | None = None
         if hot is not None:
-            with self._lock(trace_id):
-                goal_tree = hot.tree.model_dump(mode="json")
+            if goals:
+                with self._lock(trace_id):
+                    goal_tree = hot.tree.model_dump(mode="json")
         else:
-            goal_tree = self._load_json(f"{directory}/goal.json")
             total = int(meta.get("total_messages") or 0)
             if os.path.exists(self._message_path(trace_id, total + 1)):
                 # meta.json and goal.json are checkpoints; messages written after the last one are
@@ -463,9 +470,12 @@ class FileSystemTraceStore(DeferredEventStore):
                 view = self._cold_view(trace_id)
                 if view is not None:
                     meta, goal_tree = view[0].model_dump(mode="json"), view[1].model_dump(mode="json")
+            if goal_tree is None and goals:
+                goal_tree = self._load_json(f"{directory}/goal.json")
         parsed, raw = self._read_raw_messages(f"{directory}/messages") if messages else ([], {})
         return TraceRecord(
-            trace=meta, goal_tree=goal_tree, messages=parsed,
+            trace=meta if fields is None else project_meta(meta, fields), goal_tree=goal_tree if goals else None,
+            messages=parsed,
             events=self._read_raw_events(self._events_path(trace_id), raw, parsed) if events else [],
             resource_usage=self._load_json(f"{directory}/{_SIDE_RECORDS['resource_usage']}"),
             tool_approvals=self._load_json(f"{directory}/{_SIDE_RECORDS['tool_approvals']}"),

@@ -13,7 +13,7 @@ transaction (`cyber_agent/trace/sql_store.py:SQLTraceStore.defer_event`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from cyber_agent.errors import InvalidUpdateError
@@ -74,11 +74,13 @@ class DeferredEventStore(BaseTraceStore):
         return await super().get_events(trace_id, since_event_id)
 
     async def read_records(self, root_ids: Sequence[str] | None = None, *, messages: bool = True, events: bool = True,
-                           exchanges: bool = False) -> list[TraceRecord]:
+                           exchanges: bool = False, goals: bool = True, fields: Collection[str] | None = None,
+                           subtrees: bool = True) -> list[TraceRecord]:
         """`BaseTraceStore.read_records`, this instance's pending events written first."""
         if self._pending_events:
             self._settle_events()
-        return await super().read_records(root_ids, messages=messages, events=events, exchanges=exchanges)
+        return await super().read_records(root_ids, messages=messages, events=events, exchanges=exchanges, goals=goals,
+                                          fields=fields, subtrees=subtrees)
 
     def read_columns(self, root_ids: Sequence[str] | None = None, *, messages: bool = True,
                      events: bool = True) -> ColumnarRead:

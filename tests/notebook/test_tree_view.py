@@ -283,3 +283,17 @@ def test_compare_colours_deleted_inserted_relabelled_and_links_counterparts():
         TreeView(store_a, root_a, highlight={root_a: "odd"})
     with pytest.raises(TypeError, match="highlight= takes an explain"):
         TreeView(store_a, root_a, highlight=42)
+
+
+def test_a_view_read_with_the_view_fields_draws_and_pages_as_one_read_whole(source):
+    """The first paint reads `VIEW_FIELDS` without goal trees; pages read their traces' whole records."""
+    store, root = source
+    whole = asyncio.run(store.read_records([root], messages=False, events=False))
+    expected = TreeView(whole, root, messages=0)
+    for view in (TreeView(store, root, messages=0), asyncio.run(atree_view(store, root, messages=0))):
+        assert view._projected and view.data() == expected.data()
+        assert view.pages_data() == expected.pages_data()
+        assert any(lines != ["no goals"] for _, sections in view.pages_data().values()
+                   for name, lines in sections if name == "goals")
+        deep = view.nodes[-1]["id"]
+        assert view.page(deep) == expected.page(deep)

@@ -560,20 +560,26 @@ FROM events""", "", "event_id")
             metas, damaged = self._record_metas()
             selected = select_trees(metas, root_ids)
             ids = None if root_ids is None else [meta["trace_id"] for meta in selected]
-            goals = dict(self._rows_of("SELECT trace_id, goals FROM traces", ids))
+            # The selection read only the key columns (`_record_metas`): the trace's own JSON comes with its goals.
+            rows = {trace_id: (data, goals) for trace_id, data, goals in self._rows_of(
+                "SELECT trace_id, data, goals FROM traces", ids)}
             sides: dict[tuple[str, str], str] = {(trace_id, name): data for trace_id, name, data in self._rows_of(
                 "SELECT trace_id, name, data FROM side_records WHERE name IN ('resource_usage', 'tool_approvals')", ids)}
             records = []
             for meta in selected:
                 trace_id = meta["trace_id"]
                 try:
+                    data, goals = rows[trace_id]
+                    column = "traces.data"
                     try:
-                        tree = json.loads(goals[trace_id])
+                        trace = json.loads(data)
+                        column = "traces.goals"
+                        tree = json.loads(goals)
                     except (ValueError, TypeError) as exc:
-                        raise CorruptRecordError(self._where(trace_id, "traces.goals"),
+                        raise CorruptRecordError(self._where(trace_id, column),
                                                  f"invalid JSON ({type(exc).__name__}: {str(exc)[:200]})") from None
                     records.append(TraceRecord(
-                        trace=meta, goal_tree=tree, messages=[], events=[],
+                        trace=trace, goal_tree=tree, messages=[], events=[],
                         resource_usage=self._side_record(trace_id, "resource_usage", sides.get((trace_id, "resource_usage"))),
                         tool_approvals=self._side_record(trace_id, "tool_approvals", sides.get((trace_id, "tool_approvals")))))
                 except (CorruptRecordError, ValueError, KeyError, TypeError) as exc:

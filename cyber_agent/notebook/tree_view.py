@@ -537,7 +537,7 @@ class TreeView(RichDisplay):
         keyed = (f' data-key="{html.escape(key)}"' if key else "") + (fetch_attrs(self, key or box) if fetch else "")
         channel = f"<script>{KERNEL_JS}</script>" if "data-kernel" in keyed else ""
         return (f'<div class="ca-tree-box" id="{box}"{keyed}><style>{TREE_CSS}</style>{channel}'
-                f'<div class="ca-static">{self._static()}</div>'
+                f'<div class="mathjax_ignore"><div class="ca-static">{self._static()}</div></div>'  # "$" costs: no TeX
                 f'<script type="application/json" class="ca-data">{payload}</script>'
                 f'<script type="application/json" class="ca-pages">{pages}</script>'
                 f'<script data-box="{box}">{TREE_JS}</script></div>')

@@ -87,7 +87,7 @@ TREE_JS = r"""
        (root.querySelector('script.ca-pages') || {textContent: '{}'}).textContent);
   if (staticPart) staticPart.style.display = 'none';
   const box = document.createElement('div');
-  box.className = 'ca-tree';
+  box.className = 'ca-tree mathjax_ignore';  // a row's two "$" (costs) are not TeX to JupyterLab's MathJax
   box.innerHTML = '<div class="ca-left"><div class="ca-bar"><input class="ca-find" placeholder="find: exact path, then text (Enter)">' +
     '<button class="ca-prev" title="previous match">◀</button><button class="ca-next" title="next match">▶</button>' +
     '<button class="ca-expand">expand all</button><button class="ca-collapse">collapse</button></div>' +

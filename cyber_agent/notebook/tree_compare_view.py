@@ -49,8 +49,9 @@ class TreeCompareView(RichDisplay):
         """The counts per kind."""
         return repr(self)
 
-    def to_html(self) -> str:
-        """Both views in one row, with the counts; a script links each node to its counterpart."""
+    def to_html(self, *, fetch: bool = True) -> str:
+        """Both views in one row, with the counts; a script links each node to its counterpart (`fetch`: each view may
+        ask its kernel for pages it left out, `cyber_agent/notebook/tree_view_pages.py`; off in a saved file)."""
         counts = " · ".join(f"{v} {k}" for k, v in self.counts().items())
         box = "ca-compare-" + hashlib.sha1((self.left.root_ids[0] + self.right.root_ids[0] + counts).encode()).hexdigest()[:12]
         link = ("<script>(function(){const box=document.getElementById('" + box + "');if(!box||box.dataset.linked)return;"
@@ -60,15 +61,15 @@ class TreeCompareView(RichDisplay):
                 "if(other)other.dispatchEvent(new CustomEvent('ca-select',{detail:{id:pair}}));});})();</script>")
         return (f'<div class="ca-compare" id="{box}"><div class="ca-compare-head">compare: {html.escape(counts)}</div>'
                 f'<div style="display:flex;gap:16px;align-items:flex-start;overflow-x:auto">'
-                f'<div style="flex:1;min-width:0"><h4>a: {html.escape(self.left.root_ids[0])}</h4>{self.left.to_html()}</div>'
-                f'<div style="flex:1;min-width:0"><h4>b: {html.escape(self.right.root_ids[0])}</h4>{self.right.to_html()}</div>'
+                f'<div style="flex:1;min-width:0"><h4>a: {html.escape(self.left.root_ids[0])}</h4>{self.left.to_html(fetch=fetch)}</div>'
+                f'<div style="flex:1;min-width:0"><h4>b: {html.escape(self.right.root_ids[0])}</h4>{self.right.to_html(fetch=fetch)}</div>'
                 f"</div>{link}</div>")
 
     def to_document(self, title: str | None = None) -> str:
         """A whole HTML page holding both views."""
         name = html.escape(title or f"compare {self.left.root_ids[0]} vs {self.right.root_ids[0]}")
         return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{name}</title></head>'
-                f"<body><h2>{name}</h2>{self.to_html()}</body></html>\n")
+                f"<body><h2>{name}</h2>{self.to_html(fetch=False)}</body></html>\n")
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the comparison as one self-contained HTML file."""

@@ -131,3 +131,16 @@ def test_a_kernel_view_saved_to_a_file_shows_the_note_and_never_throws(sample: t
         page.locator(".ca-find").press("Enter")  # an embedded page still shows
         assert page.locator(".ca-page .ca-headline").inner_text().startswith("root ")
         assert errors == []
+
+
+def test_a_comparison_in_a_kernel_fetches_and_its_saved_file_does_not(sample: tuple[str, str],
+                                                                      monkeypatch: pytest.MonkeyPatch,
+                                                                      tmp_path: Path) -> None:
+    from cyber_agent.notebook.tree_view import tree_view_compare
+
+    store, root = sample
+    monkeypatch.setattr(tree_view_pages, "kernel_id", lambda: "0f1e2d3c-aaaa-bbbb-cccc-000000000000")
+    compare = tree_view_compare((store, root), (store, root), page_limit=LIMIT)
+    assert compare.to_html().count('data-kernel="0f1e2d3c-aaaa-bbbb-cccc-000000000000"') == 2  # both views ask
+    assert "data-kernel" not in compare.to_document()
+    assert "data-kernel" not in compare.save(tmp_path / "compare.html").read_text()

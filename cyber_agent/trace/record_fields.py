@@ -140,8 +140,9 @@ def _dumper(cls: type[BaseModel], spec: Spec, where: str) -> Dump:
 
     def dump(model: Any) -> JSONRecord:
         out: JSONRecord = {}
+        values = model.__dict__  # pydantic keeps field values here: a dict lookup, not an attribute lookup
         for part, kind, inner in parts:
-            value = getattr(model, part)
+            value = values[part] if part in values else getattr(model, part)
             if value is None or type(value) in _PLAIN:
                 out[part] = value
             elif kind == "model" and isinstance(value, BaseModel):

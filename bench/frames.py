@@ -4,7 +4,7 @@
     .venv/bin/python bench/frames.py --quick             # 10k messages (~20 s)
     .venv/bin/python bench/frames.py --big               # also 1,000,000 messages over 1,000 traces (SQLite)
     .venv/bin/python bench/frames.py --postgres          # also PostgreSQL (a throw-away server, tests/pg_server.py)
-    .venv/bin/python bench/frames.py --keep /tmp/fb      # keep (and reuse) the filled stores: before/after runs read the same data
+    .venv/bin/python bench/frames.py --keep /tmp/fb      # keep (and reuse) the filled stores (--before fills its own, same records)
     .venv/bin/python bench/frames.py --before            # also the code before issue #34, same records, same run
     .venv/bin/python bench/frames.py --before --before-ref main   # ... or the code of another commit
     .venv/bin/python bench/frames.py --json out.json     # with the issue #34 target rows (`issue_targets`)

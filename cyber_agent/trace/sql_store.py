@@ -557,12 +557,17 @@ FROM events""", "", "event_id")
         for root_id in root_ids or ():
             validate_trace_id(root_id)
         with gc_paused():
-            metas, damaged = self._record_metas()
-            selected = select_trees(metas, root_ids)
+            rows: dict[str, tuple[Any, Any]]
+            if root_ids is None:  # every trace: its JSON and goal tree in one query (one round trip less)
+                metas, damaged, goals = self._metas_and_goals()
+                selected = select_trees(metas, None)
+                rows = {meta["trace_id"]: (meta, goals[meta["trace_id"]]) for meta in metas}
+            else:  # the selection reads the key columns only (`_record_metas`); then the selected traces' JSON
+                metas, damaged = self._record_metas()
+                selected = select_trees(metas, root_ids)
+                rows = {trace_id: (data, goals) for trace_id, data, goals in self._rows_of(
+                    "SELECT trace_id, data, goals FROM traces", [meta["trace_id"] for meta in selected])}
             ids = None if root_ids is None else [meta["trace_id"] for meta in selected]
-            # The selection read only the key columns (`_record_metas`): the trace's own JSON comes with its goals.
-            rows = {trace_id: (data, goals) for trace_id, data, goals in self._rows_of(
-                "SELECT trace_id, data, goals FROM traces", ids)}
             sides: dict[tuple[str, str], str] = {(trace_id, name): data for trace_id, name, data in self._rows_of(
                 "SELECT trace_id, name, data FROM side_records WHERE name IN ('resource_usage', 'tool_approvals')", ids)}
             records = []
@@ -572,7 +577,7 @@ FROM events""", "", "event_id")
                     data, goals = rows[trace_id]
                     column = "traces.data"
                     try:
-                        trace = json.loads(data)
+                        trace = data if isinstance(data, dict) else json.loads(data)
                         column = "traces.goals"
                         tree = json.loads(goals)
                     except (ValueError, TypeError) as exc:
@@ -585,6 +590,19 @@ FROM events""", "", "event_id")
                 except (CorruptRecordError, ValueError, KeyError, TypeError) as exc:
                     damaged.append(damaged_record(trace_id, self._record_location(meta), exc))
         return records, damaged
+
+    def _metas_and_goals(self) -> tuple[list[JSONRecord], list[DamagedEntry], dict[str, str]]:
+        """`_record_metas` with each trace's goal-tree JSON (not parsed yet)."""
+        metas, damaged, goals = [], [], {}
+        for trace_id, data, tree in self._query("SELECT trace_id, data, goals FROM traces"):
+            try:
+                metas.append(json.loads(data))
+            except ValueError as exc:
+                damaged.append(DamagedEntry(name=trace_id, path=self._where(trace_id, "traces"), kind="corrupt",
+                                            detail=f"invalid JSON ({exc})"))
+                continue
+            goals[trace_id] = tree
+        return metas, damaged, goals
 
     def _rows_of(self, sql: str, ids: Sequence[str] | None) -> list[Any]:
         """The rows of `sql` (a SELECT of one table, maybe with a WHERE) of the traces `ids` (every trace when None)."""

@@ -139,3 +139,16 @@ def test_the_file_store_s_streamed_read_skips_a_damaged_trace_and_reads_foreign_
     kept = expected.tree(first)
     for name in ("messages", "tool_calls", "events"):
         pd.testing.assert_frame_equal(getattr(frames, name), getattr(kept, name), obj=name)
+
+
+def test_a_sql_store_s_read_of_some_trees_is_their_part_of_the_whole(tmp_path) -> None:  # noqa: ANN001
+    from cyber_agent.trace import SQLiteTraceStore
+
+    store = SQLiteTraceStore(tmp_path / "runs.db")
+    asyncio.run(_calls(store))
+    whole = to_frames(store)
+    for root in whole.roots:  # goal trees and side records read by id (`_rows_of`), not for every trace
+        part, expected = to_frames(store, root), whole.tree(root)
+        for name in ("messages", "tool_calls", "events", "goals", "usage"):
+            pd.testing.assert_frame_equal(getattr(part, name), getattr(expected, name), obj=name)
+        assert part.traces.drop(columns="position").equals(expected.traces.drop(columns="position"))  # its own order

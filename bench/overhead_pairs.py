@@ -50,16 +50,20 @@ def _child(code: Path, args: list[str], out: Path, timeout: float) -> dict[str, 
 
 
 def _medians(children: list[dict[str, Any]]) -> dict[tuple[str, str, int], dict[str, float]]:
-    """Per (framework, store, N): median over children of µs/step and of the ratio to LangGraph in memory."""
+    """Per (framework, store, N): median over children of µs/step and of the ratio to LangGraph in memory, and of
+    each child's fastest run and its ratio to LangGraph's fastest (steadier than medians on a loaded machine)."""
     per: dict[tuple[str, str, int], dict[str, list[float]]] = {}
     for child in children:
         for row in child["results"]:
             if row.get("median_us_per_step") is None:
                 continue
-            slot = per.setdefault((row["framework"], row["store"], row["n"]), {"us": [], "ratio": []})
+            slot = per.setdefault((row["framework"], row["store"], row["n"]), {"us": [], "ratio": [], "min": [], "min_ratio": []})
             slot["us"].append(row["median_us_per_step"])
+            slot["min"].append(row["min_us_per_step"])
             if row.get("ratio_vs_langgraph") is not None:
                 slot["ratio"].append(row["ratio_vs_langgraph"])
+            if row.get("ratio_of_mins_vs_langgraph") is not None:
+                slot["min_ratio"].append(row["ratio_of_mins_vs_langgraph"])
     return {key: {name: statistics.median(values) for name, values in slot.items() if values}
             for key, slot in per.items()}
 
@@ -87,17 +91,22 @@ def run_pairs(ref: str, pairs: int, args: list[str], *, after_ref: str | None = 
         a, b = old.get(key, {}), new.get(key, {})
         rows.append({"framework": key[0], "store": key[1], "n": key[2],
                      "before_us_per_step": a.get("us"), "after_us_per_step": b.get("us"),
-                     "before_ratio": a.get("ratio"), "after_ratio": b.get("ratio")})
+                     "before_ratio": a.get("ratio"), "after_ratio": b.get("ratio"),
+                     "before_min_us_per_step": a.get("min"), "after_min_us_per_step": b.get("min"),
+                     "before_min_ratio": a.get("min_ratio"), "after_min_ratio": b.get("min_ratio")})
     where = f"{after_ref} ({after_commit[:10]})" if after_ref and after_commit else "this checkout"
     print(f"\nbefore = {ref} ({commit[:10]}), after = {where}; {pairs} alternating pair(s) of child runs "
           f"({' '.join(args)}); medians over the children\n")
-    print("| case | N | before µs/step | after µs/step | after / before | before vs LangGraph | after vs LangGraph |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    print("| case | N | before µs/step | after µs/step | after / before | before vs LangGraph | after vs LangGraph "
+          "| min before / after µs | min ratio before / after |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for row in rows:
         us_a, us_b = row["before_us_per_step"], row["after_us_per_step"]
         change = f"{us_b / us_a:.2f}" if us_a and us_b else "-"
         print(f"| {row['framework']} ({row['store']}) | {row['n']} | {_f(us_a, '.0f')} | {_f(us_b, '.0f')} | {change} "
-              f"| {_f(row['before_ratio'], '.3f')}× | {_f(row['after_ratio'], '.3f')}× |")
+              f"| {_f(row['before_ratio'], '.3f')}× | {_f(row['after_ratio'], '.3f')}× "
+              f"| {_f(row['before_min_us_per_step'], '.0f')} / {_f(row['after_min_us_per_step'], '.0f')} "
+              f"| {_f(row['before_min_ratio'], '.3f')}× / {_f(row['after_min_ratio'], '.3f')}× |")
     return {"ref": ref, "commit": commit, "after_ref": after_ref, "after_commit": after_commit, "pairs": pairs,
             "args": args, "rows": rows, "before": sides["before"], "after": sides["after"]}
 

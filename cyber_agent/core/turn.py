@@ -322,7 +322,8 @@ async def end_run(services: RunServices, state: RunState, outcome: Finish | Awai
         updates["result_summary"] = answer
     if error is not None:
         updates["error_message"] = error
-    goal = await _root_goal_change(services, state, answer) if status == "completed" and state.root_goal_id else None
+    goal = (await _root_goal_change(services, state, answer)
+            if status == "completed" and state.root_goal_id is not None else None)
     if new_protocol is not None:
         updates["protocol"] = new_protocol
     finish = getattr(store, "end_trace", None)  # the built-in stores: the three writes below in one

@@ -241,6 +241,9 @@ def test_saved_progress_and_sweep_views_reopen_as_their_final_snapshot(lab: Lab,
     first.wait_for_function(ALL_DONE, arg=len(SAVED_CELLS), timeout=120_000, polling=250)
     live = first.evaluate(RENDERED)
     assert not [t for cell in live for _, t in cell if WIDGET_ERROR in t], live
+    # Costs print as "$0.0012": two on a page are TeX to JupyterLab's MathJax unless the outputs opt out.
+    first.wait_for_timeout(1_000)
+    assert first.locator(".jp-OutputArea mjx-container").count() == 0
     assert first.evaluate(SAVE_AND_SHUT_DOWN) is False
     first.close()
 
@@ -251,6 +254,7 @@ def test_saved_progress_and_sweep_views_reopen_as_their_final_snapshot(lab: Lab,
     again.wait_for_function(OPENED, timeout=40_000, polling=250)
     again.wait_for_timeout(2_000)  # let any widget renderer fail, if one were asked to render
     outputs = again.evaluate(RENDERED)
+    assert again.locator(".jp-OutputArea mjx-container").count() == 0
     texts = [t for cell in outputs for _, t in cell]
     assert not [t for t in texts if WIDGET_ERROR in t], outputs
     assert not [w for cell in outputs for w, _ in cell if w], outputs  # static snapshots, no widget

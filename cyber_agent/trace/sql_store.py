@@ -43,8 +43,7 @@ from cyber_agent.trace.columnar import (
     json_values,
     typed,
 )
-from cyber_agent.trace.event_payloads import check_payload
-from cyber_agent.trace.events import EVENT_TYPES, EventType, TraceEvent, encode_event, encode_json
+from cyber_agent.trace.events import EventType, TraceEvent, encode_event, encode_json
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.record_fields import TraceProjection, project_meta
@@ -305,13 +304,7 @@ class SQLTraceStore(BaseTraceStore):
         if not self._defers:
             await self.append_event(trace_id, event_type, payload)
             return
-        validate_trace_id(trace_id)
-        if event_type not in EVENT_TYPES:
-            raise InvalidUpdateError(f"unknown event type {event_type!r}; known: {sorted(EVENT_TYPES)}")
-        if not isinstance(payload, Mapping):
-            raise InvalidUpdateError(f"event payload must be a mapping, got {type(payload).__name__}")
-        payload_json = encode_json(dict(payload), f"{event_type} payload")
-        check_payload(event_type, payload_json)
+        payload_json = self._event_json(trace_id, event_type, payload)
         with self._lock(trace_id):
             self._require_exists(trace_id)
             self._deferred.setdefault(trace_id, []).append(("event", (event_type, payload_json)))

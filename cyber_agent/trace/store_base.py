@@ -738,15 +738,22 @@ class BaseTraceStore(BulkReads, SideRecordStore, ABC):
             return Message.model_validate_json(data)
 
     # ---- events -------------------------------------------------------------------------
-    async def append_event(self, trace_id: str, event_type: EventType, payload: dict[str, Any]) -> int:
-        """Append an event whose payload fits its model (`event_payloads.py:PAYLOAD_MODELS`); return its id."""
+    @staticmethod
+    def _event_json(trace_id: str, event_type: EventType, payload: dict[str, Any]) -> str:
+        """An event's payload checked and encoded, before any lock (`append_event` and every `defer_event`): the
+        JSON is persisted as given; its model (`event_payloads.py:PAYLOAD_MODELS`) only checks it."""
         validate_trace_id(trace_id)
         if event_type not in EVENT_TYPES:
             raise InvalidUpdateError(f"unknown event type {event_type!r}; known: {sorted(EVENT_TYPES)}")
         if not isinstance(payload, Mapping):
             raise InvalidUpdateError(f"event payload must be a mapping, got {type(payload).__name__}")
         payload_json = encode_json(dict(payload), f"{event_type} payload")
-        check_payload(event_type, payload_json)  # the JSON is persisted as given; the model only checks it
+        check_payload(event_type, payload_json)
+        return payload_json
+
+    async def append_event(self, trace_id: str, event_type: EventType, payload: dict[str, Any]) -> int:
+        """Append an event whose payload fits its model (`event_payloads.py:PAYLOAD_MODELS`); return its id."""
+        payload_json = self._event_json(trace_id, event_type, payload)
         with self._writing(trace_id) as hot:
             return self._emit(hot, event_type, payload_json)
 

@@ -13,13 +13,11 @@ transaction (`cyber_agent/trace/sql_store.py:SQLTraceStore.defer_event`).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
-from cyber_agent.errors import InvalidUpdateError
 from cyber_agent.trace.columnar import ColumnarRead
-from cyber_agent.trace.event_payloads import check_payload
-from cyber_agent.trace.events import EVENT_TYPES, EventType, TraceEvent, encode_json
+from cyber_agent.trace.events import EventType, TraceEvent
 from cyber_agent.trace.records import TraceRecord
 from cyber_agent.trace.store_base import BaseTraceStore, _Hot
 from cyber_agent.trace.trace_id import validate_trace_id
@@ -36,13 +34,7 @@ class DeferredEventStore(BaseTraceStore):
 
     async def defer_event(self, trace_id: str, event_type: EventType, payload: dict[str, Any]) -> None:
         """`append_event`, written (ids in order) at the start of the trace's next write."""
-        validate_trace_id(trace_id)
-        if event_type not in EVENT_TYPES:
-            raise InvalidUpdateError(f"unknown event type {event_type!r}; known: {sorted(EVENT_TYPES)}")
-        if not isinstance(payload, Mapping):
-            raise InvalidUpdateError(f"event payload must be a mapping, got {type(payload).__name__}")
-        payload_json = encode_json(dict(payload), f"{event_type} payload")
-        check_payload(event_type, payload_json)
+        payload_json = self._event_json(trace_id, event_type, payload)
         with self._lock(trace_id):
             self._require_exists(trace_id)
             self._pending_events.setdefault(trace_id, []).append((event_type, payload_json))

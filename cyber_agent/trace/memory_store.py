@@ -10,11 +10,14 @@ a run writes three events a step and most are never read in process.
 from __future__ import annotations
 
 import json
+import math
+import sys
 from datetime import datetime
+from collections.abc import Mapping
 from typing import Any
 
 from cyber_agent.trace.clock import utc_now
-from cyber_agent.trace.events import TraceEvent, encode_event
+from cyber_agent.trace.events import TraceEvent, encode_event, encode_json
 from cyber_agent.trace.goal_models import GoalTree
 from cyber_agent.errors import CorruptRecordError
 from cyber_agent.trace.models import Message, Trace
@@ -22,6 +25,7 @@ from cyber_agent.trace.record_fields import TraceProjection
 from cyber_agent.trace.records import JSONRecord, TraceRecord, share_message_events
 from cyber_agent.trace.store_base import _Hot
 from cyber_agent.trace.store_deferred import DeferredEventStore
+from cyber_agent.trace.trace_id import validate_trace_id
 
 __all__ = ["InMemoryTraceStore"]
 
@@ -31,6 +35,11 @@ _Event = tuple[int, str, str, datetime]
 
 class InMemoryTraceStore(DeferredEventStore):
     """Keep every record in dictionaries; returned objects are copies."""
+
+    # The kept trace and goal tree are the live objects an add updates in place (a write that replaces
+    # one stores the new object itself): a checkpoint after each add would store them again.
+    _checkpoint_every = sys.maxsize
+    _checkpoint_interval = math.inf
 
     def __init__(self) -> None:
         super().__init__()
@@ -117,6 +126,14 @@ class InMemoryTraceStore(DeferredEventStore):
 
     def _write_side_record(self, trace_id: str, name: str, data: str) -> None:
         self._side[(trace_id, name)] = data
+
+    async def append_exchange(self, trace_id: str, record: Mapping[str, Any]) -> int:
+        """`BaseTraceStore.append_exchange` under the trace's lock alone: a side scope's writer hooks do nothing here."""
+        validate_trace_id(trace_id)
+        text = encode_json(dict(record), "exchange")  # the copy and the write-time check
+        with self._lock(trace_id):
+            self._require_exists(trace_id)
+            return self._append_exchange_line(trace_id, text)
 
     def _append_exchange_line(self, trace_id: str, line: str) -> int:
         lines = self._exchanges.setdefault(trace_id, [])

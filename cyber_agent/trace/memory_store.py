@@ -50,6 +50,16 @@ class InMemoryTraceStore(DeferredEventStore):
         self._side: dict[tuple[str, str], str] = {}
         self._exchanges: dict[str, list[str]] = {}
 
+    def _load_for_write(self, trace_id: str) -> _Hot:
+        hot = self._hot.get(trace_id)
+        if hot is not None:
+            return hot
+        # A trace written here before (an import) is loaded as copies: keep those live objects from now
+        # on, so the kept records stay current without a checkpoint per add.
+        hot = super()._load_for_write(trace_id)
+        self._records[trace_id] = (hot.trace, hot.tree)
+        return hot
+
     def _trace_exists(self, trace_id: str) -> bool:
         return trace_id in self._records
 

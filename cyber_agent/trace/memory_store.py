@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import math
 import sys
-from datetime import datetime
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from cyber_agent.trace.clock import utc_now

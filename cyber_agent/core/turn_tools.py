@@ -98,6 +98,8 @@ def after_reply_reason(services: RunServices, prepared: RunState) -> str | None:
 
 
 def _refusal(services: RunServices, call: ToolCall) -> str | None:
+    if not services.stop_hooks:
+        return None
     spec = services.registry.get(call.name)
     side_effects = bool(spec and spec.side_effects)
     for hook in services.stop_hooks:
@@ -207,9 +209,10 @@ async def execute_calls(ctx: RunContext, prepared: RunState, calls: ToolPlan, *,
         )
         yield await services.persist(prepared, tool_message)
         prepared.tool_names.append(call.name)
-        spec = services.registry.get(call.name)
-        for hook in services.stop_hooks:
-            hook.record_tool_call(call.name, bool(spec and spec.side_effects) and rejected is None)
+        if services.stop_hooks:
+            spec = services.registry.get(call.name)
+            for hook in services.stop_hooks:
+                hook.record_tool_call(call.name, bool(spec and spec.side_effects) and rejected is None)
         if services.on_progress is not None:
             services.progress("tool_finished", prepared, tool=call.name, call_id=call.id, is_error=is_error)
         if budget is not None and metered and not meta.get(VALIDATION_METERED):

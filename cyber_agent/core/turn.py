@@ -125,7 +125,8 @@ async def _before_call(ctx: RunContext, state: RunState) -> Finish | None:
     halt = await services.halt_reason(state) or stop_hook_reason(services, state)
     if halt is not None:
         return Finish(status="stopped", error=halt)
-    services.progress("iteration", state)
+    if services.on_progress is not None:  # the call's kwargs cost more than the check (four a step)
+        services.progress("iteration", state)
     try:
         await state.run_harness.compact(state, services.store)
     except CyberAgentError as exc:
@@ -161,7 +162,8 @@ def _count(services: RunServices, state: RunState, response: LLMResponse) -> Non
     state.prompt_tokens += response.usage.prompt_tokens
     state.completion_tokens += response.usage.completion_tokens
     state.cost += response.cost
-    services.progress("cost", state, cost_usd=state.cost, tokens=state.prompt_tokens + state.completion_tokens)
+    if services.on_progress is not None:
+        services.progress("cost", state, cost_usd=state.cost, tokens=state.prompt_tokens + state.completion_tokens)
 
 
 async def take_turn(ctx: RunContext, state: RunState) -> AsyncIterator[RunEvent | TurnOutcome]:
@@ -186,13 +188,24 @@ async def take_turn(ctx: RunContext, state: RunState) -> AsyncIterator[RunEvent 
     if early is not None:
         yield early
         return
-    await _record_retries(services, state, response.retries, ctx.model)
+    if response.retries:
+        await _record_retries(services, state, response.retries, ctx.model)
     if response.usage.invalid:
         _log.warning("trace %s: %s reported unbookable usage: %s", state.trace.trace_id, ctx.model, response.usage.invalid)
         await services.store.append_event(state.trace.trace_id, "usage_invalid", {
             "reason": response.usage.invalid, "prompt_tokens": response.usage.prompt_tokens,
             "completion_tokens": response.usage.completion_tokens, "model": ctx.model})
     unpriced = is_unpriced(response, ctx.model, _prices(ctx))
+    metadata: dict[str, Any] = {"model": response.model or ctx.model, "cost_estimated": response.cost_estimated}
+    if unpriced:  # the optional keys in this order, each only when it holds
+        metadata["cost_unpriced"] = True
+    if not response.usage.reported:
+        metadata["usage_estimated"] = True
+    if response.usage.invalid:
+        metadata["usage_invalid"] = response.usage.invalid
+    if response.retries:
+        metadata["http_retries"] = len(response.retries)
+        metadata["retry_wait_s"] = round(sum(r.wait_s for r in response.retries), 3)
     assistant = Message.create(
         trace_id=state.trace.trace_id, role="assistant", goal_id=state.goal_id,
         content=MessageContent(text=response.content or None, tool_calls=response.tool_calls),
@@ -200,17 +213,11 @@ async def take_turn(ctx: RunContext, state: RunState) -> AsyncIterator[RunEvent 
         prompt_tokens=response.usage.prompt_tokens, completion_tokens=response.usage.completion_tokens,
         cached_tokens=response.usage.cached_tokens, cost=response.cost,
         duration_ms=(time.perf_counter() - started) * 1000,
-        metadata={"model": response.model or ctx.model, "cost_estimated": response.cost_estimated,
-                  **({"cost_unpriced": True} if unpriced else {}),
-                  **({} if response.usage.reported else {"usage_estimated": True}),
-                  **({"usage_invalid": response.usage.invalid} if response.usage.invalid else {}),
-                  **({"http_retries": len(response.retries),
-                      "retry_wait_s": round(sum(r.wait_s for r in response.retries), 3)} if response.retries else {})},
-        branch=state.branch,
+        metadata=metadata, branch=state.branch,
     )
     # Book the spend before the message is persisted: a kill between the two must never
     # leave tokens and cost that reached the trace unbooked in the tree budget.
-    booked = await _book(state, response, unpriced=unpriced)
+    booked = await _book(state, response, unpriced=unpriced) if state.budget is not None else None
     yield await services.persist(state, assistant)
     _count(services, state, response)
     record_reply_usage(services, state, response.cost, unpriced=unpriced, model=response.model or ctx.model)

@@ -98,6 +98,8 @@ def after_reply_reason(services: RunServices, prepared: RunState) -> str | None:
 
 
 def _refusal(services: RunServices, call: ToolCall) -> str | None:
+    if not services.stop_hooks:
+        return None
     spec = services.registry.get(call.name)
     side_effects = bool(spec and spec.side_effects)
     for hook in services.stop_hooks:
@@ -172,7 +174,8 @@ async def execute_calls(ctx: RunContext, prepared: RunState, calls: ToolPlan, *,
             capped = capped or _refusal(services, call)
             if capped is not None:
                 rejected = f"not run: {capped}"
-        services.progress("tool_started", prepared, tool=call.name, call_id=call.id)
+        if services.on_progress is not None:  # the call's kwargs cost more than the check
+            services.progress("tool_started", prepared, tool=call.name, call_id=call.id)
         budget = prepared.budget if prepared.is_validator else None
         metered = budget is not None and call.name != "submit_validation"
         if budget is not None and metered and rejected is None and call.name not in WEB_TOOLS:
@@ -206,10 +209,12 @@ async def execute_calls(ctx: RunContext, prepared: RunState, calls: ToolPlan, *,
         )
         yield await services.persist(prepared, tool_message)
         prepared.tool_names.append(call.name)
-        spec = services.registry.get(call.name)
-        for hook in services.stop_hooks:
-            hook.record_tool_call(call.name, bool(spec and spec.side_effects) and rejected is None)
-        services.progress("tool_finished", prepared, tool=call.name, call_id=call.id, is_error=is_error)
+        if services.stop_hooks:
+            spec = services.registry.get(call.name)
+            for hook in services.stop_hooks:
+                hook.record_tool_call(call.name, bool(spec and spec.side_effects) and rejected is None)
+        if services.on_progress is not None:
+            services.progress("tool_finished", prepared, tool=call.name, call_id=call.id, is_error=is_error)
         if budget is not None and metered and not meta.get(VALIDATION_METERED):
             await budget.record_validation_work(material_chars=len(content))
 

@@ -38,7 +38,7 @@ from cyber_agent.errors import CorruptRecordError, ReplayDivergenceError
 from cyber_agent.llm.boundary import normalise_reply
 from cyber_agent.llm.call_site import current_position, current_site, id_mapping, normalise_ids, rename_ids, tree_position
 from cyber_agent.llm.replay import _first_difference, canonical_request
-from cyber_agent.llm.request_cache import RequestCache
+from cyber_agent.llm.request_cache import RequestCache, _key_text
 from cyber_agent.llm.types import DeltaCallback, LLMCall, LLMResponse
 
 __all__ = ["CassetteLLM", "ExchangeRecorder", "RECORD_VERSION", "RecordedExchange", "expand_records", "request_key"]
@@ -86,7 +86,7 @@ class ExchangeRecorder:
         # reply as the boundary reads it; the runner still gets (and normalises) the raw reply.
         recorded = response if isinstance(response, LLMResponse) else normalise_reply(response, messages, model)
         async with self._lock:
-            record = self._record(request, key, conversation, temperature, recorded)
+            record, tools_text = self._record(request, key, conversation, temperature, recorded)
             try:
                 index = await self.sink(self.trace_id, record)
             except Exception as exc:  # noqa: BLE001 - a recording never fails the run it records
@@ -96,11 +96,13 @@ class ExchangeRecorder:
                 self._tools_at.clear()
             else:
                 self._last[conversation] = (index, request)
-                if isinstance(record["tools"], list):
-                    self._tools_at.setdefault(_dump(request["tools"]), index)
+                if tools_text is not None:
+                    self._tools_at.setdefault(tools_text, index)
         return response
 
-    def _record(self, request: dict[str, Any], key: str, conversation: str, temperature: float | None, response: LLMResponse) -> dict[str, Any]:
+    def _record(self, request: dict[str, Any], key: str, conversation: str, temperature: float | None,
+                response: LLMResponse) -> tuple[dict[str, Any], str | None]:
+        """The record of one exchange, and the dump of its tools when it stores them whole (None otherwise)."""
         record: dict[str, Any] = {"v": RECORD_VERSION, "site": self.site, "key": key,
                                   "model": request["model"], "temperature": temperature, "base": None,
                                   "messages": request["messages"], "tools": request["tools"]}
@@ -116,16 +118,20 @@ class ExchangeRecorder:
                 record.update(base=base, keep=keep, messages=new[keep:])
                 if previous["tools"] == request["tools"]:
                     record["tools"] = None
-        if isinstance(record["tools"], list) and record["tools"]:
-            stored = self._tools_at.get(_dump(request["tools"]))
+        tools_text = None
+        if isinstance(record["tools"], list):  # dumped once: the lookup here and the note after the write
+            tools_text = _dump(request["tools"])
+            stored = self._tools_at.get(tools_text) if record["tools"] else None
             if stored is not None:
                 record["tools"] = {"ref": stored}
+                tools_text = None
         record["response"] = response.model_dump(mode="json")
-        return record
+        return record, tools_text
 
 
 def _dump(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    """`json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))` (the request key's dump)."""
+    return _key_text(value)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -117,7 +117,7 @@ class ToolSpec:
         if not isinstance(arguments, Mapping):
             raise ToolArgumentError(
                 f"arguments of tool {self.name!r} must be a JSON object, got {type(arguments).__name__}")
-        forged = sorted(set(arguments) & set(self.context_params))
+        forged = sorted(set(arguments) & set(self.context_params)) if self.context_params else None
         if forged:
             # The context is the runner's; a model-supplied value is refused, not silently dropped.
             raise ToolArgumentError(

@@ -109,6 +109,8 @@ class SideRecordStore(ABC):
         for trace_id in trace_ids:
             validate_trace_id(trace_id)
             record = self._read_side_record(trace_id, "stop_request") if self._exists(trace_id) else None
+            if not record:  # none, or withdrawn ({}): what every halt check of a run not stopped reads
+                continue
             request = stop_request_from(record, _where(trace_id, "stop_request"))
             if request is not None:
                 out[trace_id] = request

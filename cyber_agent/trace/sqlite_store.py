@@ -30,17 +30,15 @@ WAL mode, so readers never block the writer.
 
 from __future__ import annotations
 
-import asyncio
-import functools
 import os
 import sqlite3
 import threading
 import time
 import weakref
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from cyber_agent.errors import ConflictError, DatabaseLockedError, StoreError
 from cyber_agent.trace.goal_models import GoalTree
@@ -51,23 +49,9 @@ from cyber_agent.trace.sqlite_schema import migrate
 __all__ = ["SQLiteTraceStore"]
 
 _T = TypeVar("_T")
-_W = TypeVar("_W", bound=Callable[..., Coroutine[Any, Any, Any]])
 _FIRST_PAUSE_S = 0.0001
 _MAX_PAUSE_S = 0.002
 """How far past a write's deadline one of its statements may wait for a lock (saves a PRAGMA per statement)."""
-
-
-def _awaits_lock(method: _W) -> _W:
-    """`method` (a write that never awaits inside) after its database lock was waited for on the loop."""
-    @functools.wraps(method)
-    async def write(self: SQLiteTraceStore, /, *args: Any, **kwargs: Any) -> Any:
-        await self._wait_for_lock()
-        try:
-            return await method(self, *args, **kwargs)
-        finally:
-            self._drop_unused_lock()
-
-    return cast(_W, write)
 
 
 class SQLiteTraceStore(SQLTraceStore):
@@ -145,12 +129,7 @@ class SQLiteTraceStore(SQLTraceStore):
         return self._conn()
 
     def _begin(self, conn: sqlite3.Connection, what: str) -> None:
-        """BEGIN IMMEDIATE, waiting for the database lock until this write's deadline (`busy_timeout` from now).
-
-        A write whose lock `_wait_for_lock` already took (its BEGIN is done) goes straight on."""
-        if getattr(self._local, "opened", False):
-            self._local.opened = False
-            return
+        """BEGIN IMMEDIATE, waiting for the database lock until this write's deadline (`busy_timeout` from now)."""
         self._local.deadline = time.monotonic() + self.busy_timeout
         try:
             self._polled(lambda: conn.execute("BEGIN IMMEDIATE"), what)
@@ -182,43 +161,6 @@ class SQLiteTraceStore(SQLTraceStore):
                 time.sleep(min(pause, deadline - now))
                 pause = min(2 * pause, _MAX_PAUSE_S)
 
-    async def _wait_for_lock(self) -> None:
-        """Take the database's write lock for the write about to run, waiting on the event loop, not in it.
-
-        While another process's write holds the lock, `_polled` would sleep the thread, and with it
-        every coroutine of this loop (all the cells of a sweep worker). Here the write's BEGIN
-        IMMEDIATE is retried across `asyncio.sleep`s, so the loop runs other cells meanwhile; once
-        it succeeds the write follows at once (the store's write methods never await), and its
-        `_begin` finds the lock taken. Only for a thread that holds the store's one connection:
-        with several threads, taking the database lock before a trace's lock could wait on another
-        thread that holds the trace's lock and polls for the database's.
-        """
-        conn = self._conn()
-        if conn.in_transaction or len(self._connections) != 1:
-            return
-        deadline = time.monotonic() + self.busy_timeout
-        pause = _FIRST_PAUSE_S
-        while True:
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-            except sqlite3.OperationalError as exc:
-                if "locked" not in str(exc) and "busy" not in str(exc):
-                    raise StoreError(f"{self.path}: cannot start a write: {exc}") from None
-                now = time.monotonic()
-                if now >= deadline:
-                    raise DatabaseLockedError(str(self.path), self.busy_timeout, None) from None
-                await asyncio.sleep(min(pause, deadline - now))
-                pause = min(2 * pause, _MAX_PAUSE_S)
-                continue
-            self._local.deadline, self._local.opened = deadline, True
-            return
-
-    def _drop_unused_lock(self) -> None:
-        """Roll back a lock `_wait_for_lock` took that its write never used (it raised before writing)."""
-        if getattr(self._local, "opened", False):
-            self._local.opened, self._local.deadline = False, None
-            self._conn().rollback()
-
     def _locked(self, exc: sqlite3.Error, what: str | None) -> StoreError:
         if "locked" in str(exc) or "busy" in str(exc):
             return DatabaseLockedError(str(self.path), self.busy_timeout, what or None)
@@ -227,7 +169,7 @@ class SQLiteTraceStore(SQLTraceStore):
     @contextmanager
     def _transaction(self, what: str) -> Iterator[None]:
         conn = self._conn()
-        if conn.in_transaction and not getattr(self._local, "opened", False):  # part of a write open on this thread
+        if conn.in_transaction:  # part of the write that is already open on this thread
             yield
             return
         self._begin(conn, what)
@@ -362,22 +304,6 @@ class SQLiteTraceStore(SQLTraceStore):
                 self._execute(_INSERT_TRACE, self._trace_row(trace, tree))
         except sqlite3.IntegrityError:
             raise ConflictError(f"trace {trace.trace_id!r} already exists; continue it instead of creating it") from None
-
-
-    # The writes a run makes, each waiting for the database's lock on the event loop (`_wait_for_lock`).
-    create_trace = _awaits_lock(SQLTraceStore.create_trace)
-    update_trace = _awaits_lock(SQLTraceStore.update_trace)
-    end_trace = _awaits_lock(SQLTraceStore.end_trace)
-    add_message = _awaits_lock(SQLTraceStore.add_message)
-    update_message = _awaits_lock(SQLTraceStore.update_message)
-    append_event = _awaits_lock(SQLTraceStore.append_event)
-    update_goal_tree = _awaits_lock(SQLTraceStore.update_goal_tree)
-    add_goal = _awaits_lock(SQLTraceStore.add_goal)
-    update_goal = _awaits_lock(SQLTraceStore.update_goal)
-    replace_resource_usage = _awaits_lock(SQLTraceStore.replace_resource_usage)
-    update_resource_usage = _awaits_lock(SQLTraceStore.update_resource_usage)
-    replace_tool_approvals = _awaits_lock(SQLTraceStore.replace_tool_approvals)
-    append_exchange = _awaits_lock(SQLTraceStore.append_exchange)
 
 
 def _close_all(connections: list[sqlite3.Connection]) -> None:

@@ -3,7 +3,6 @@ schema versions and migrations, one copy of each message, transactions that leav
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import sqlite3
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cyber_agent.errors import InvalidUpdateError, StoreError, TraceNotFoundError
+from cyber_agent.errors import StoreError
 from cyber_agent.trace import Message, SQLiteTraceStore, Trace
 from cyber_agent.trace.sqlite_schema import MIGRATIONS, SCHEMA_VERSION, migrate
 from cyber_agent.trace.budget_limits import ResourceUsage
@@ -204,39 +203,3 @@ async def test_a_run_step_with_an_inline_tool_is_two_transactions(tmp_path: Path
 
     # Per step: the reply with its exchange, then the tool's start with its result.
     assert await transactions(12) - await transactions(2) == 2 * 10
-
-
-async def test_a_write_waits_for_another_processs_lock_on_the_event_loop(tmp_path: Path) -> None:
-    """While another connection holds the database's write lock, a write lets the loop's other coroutines run
-    (a sweep worker's other cells); it commits once the lock is free. A write that slept the thread instead
-    would keep the holder below from ever releasing it, and raise DatabaseLockedError at its busy_timeout."""
-    store = SQLiteTraceStore(tmp_path / "runs.db", busy_timeout=5.0)
-    trace_id = await _trace_with_messages(store, 1)
-    holder = sqlite3.connect(tmp_path / "runs.db", isolation_level=None)
-    holder.execute("BEGIN IMMEDIATE")
-    write = asyncio.ensure_future(store.add_message(Message.create(trace_id=trace_id, role="user", content="waited")))
-    turns = 0
-    while not write.done() and turns < 50:  # the write is waiting, and this coroutine still gets turns
-        await asyncio.sleep(0.001)
-        turns += 1
-    assert not write.done() and turns == 50
-    holder.rollback()
-    await write
-    rows = holder.execute("SELECT count(*) FROM messages WHERE trace_id = ?", (trace_id,)).fetchone()
-    assert rows == (2,)  # committed: another connection reads it
-    holder.close()
-
-
-async def test_a_write_that_fails_before_writing_leaves_the_lock_it_waited_for(tmp_path: Path) -> None:
-    store = SQLiteTraceStore(tmp_path / "runs.db")
-    trace_id = await _trace_with_messages(store, 1)
-    with pytest.raises(InvalidUpdateError):
-        await store.update_trace(trace_id, no_such_field=1)
-    with pytest.raises(TraceNotFoundError):
-        await store.add_message(Message.create(trace_id="t-missing", role="user", content="x"))
-    other = sqlite3.connect(tmp_path / "runs.db", isolation_level=None, timeout=0)
-    other.execute("BEGIN IMMEDIATE")  # raises "database is locked" if a lock was left taken
-    other.rollback()
-    other.close()
-    await store.add_message(Message.create(trace_id=trace_id, role="user", content="after"))
-    assert [m.content for m in await store.get_trace_messages(trace_id)] == ["m0", "after"]

@@ -402,6 +402,7 @@ class _RayWorker:
         self._loop = asyncio.get_running_loop()
         self._batch: list[tuple[asyncio.Future[CellOutcome], CellJob]] = []
         self._streams: set[asyncio.Task[None]] = set()  # owned: cancelled by `close`
+        self._closing = False
 
     def _translated(self, exc: BaseException) -> BaseException:
         if isinstance(exc, self._ray.exceptions.RayActorError):
@@ -429,6 +430,10 @@ class _RayWorker:
 
     def _send(self) -> None:
         batch, self._batch = self._batch, []
+        if self._closing:  # handed out as the run was stopped: the actor is going away
+            for future, _ in batch:
+                future.cancel()
+            return
         task = self._loop.create_task(self._stream(batch))
         self._streams.add(task)
         task.add_done_callback(self._streams.discard)
@@ -448,6 +453,7 @@ class _RayWorker:
                     future.set_exception(failure)
 
     async def close(self, *, abandon: bool) -> dict[str, LimiterState]:
+        self._closing = True
         for task in list(self._streams):
             task.cancel()
         await asyncio.gather(*self._streams, return_exceptions=True)

@@ -105,3 +105,13 @@ async def test_a_ray_worker_that_dies_fails_the_cells_it_had_not_finished() -> N
     results = await asyncio.gather(*(remote.run(job(i)) for i in (0, 20, 40)), return_exceptions=True)
     assert isinstance(results[0], CellOutcome)
     assert all(isinstance(r, RunError) and "died" in str(r) for r in results[1:])
+
+
+async def test_cells_handed_to_a_ray_worker_as_it_closes_are_not_sent() -> None:
+    actor = Actor()
+    remote = _RayWorker(fake_ray(), actor)
+    pending = asyncio.ensure_future(remote.run(job(0)))
+    await asyncio.sleep(0)  # run() put the cell in this turn's batch; the batch goes at the next turn
+    await remote.close(abandon=True)  # the run was stopped
+    await asyncio.wait([pending])
+    assert pending.cancelled() and actor.calls == []

@@ -8,7 +8,8 @@ to its share of `concurrency` (`shares`: `concurrency // workers`, one more for 
 (`cyber_agent/experiments/engine.py:run_attempts`) under the engine's slots (`cell_slots`).
 
 Once every worker is ready, the driver hands cells out one at a time as a worker's slot frees
-(a slow worker gets fewer), counts what comes back for progress, and reads the final ledger
+(a slow worker gets fewer; those handed out in one turn of its loop travel together, as one pipe
+message or one streaming Ray call, and come back per cell), counts what comes back for progress, and reads the final ledger
 from the store: every record is written by the worker that ran the cell; only a cell's counts
 travel back. A worker's limiters see only its own cells: a policy that caps a provider
 explicitly is split between the workers (`LimitPolicy.divided`).

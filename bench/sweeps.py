@@ -356,7 +356,8 @@ def main(argv: list[str] | None = None) -> int:
     found = targets(rows, cells)
     for t in found:
         shown = f"{t['ratio']:.2f}x" if t["ratio"] is not None else f"{t['after']:.0f} {t['unit']}"
-        print(f"target {t['id']}: {shown} ({t['limit']}): {'MET' if t['met'] else 'NOT MET' if t['met'] is False else '-'}")
+        then = f"; {t['note']}" if t.get("note") else ""
+        print(f"target {t['id']}: {shown} ({t['limit']}{then}): {'MET' if t['met'] else 'NOT MET' if t['met'] is False else '-'}")
     if args.json:
         Path(args.json).write_text(json.dumps({"bench": "sweeps", "cells": cells, "latency_s": LATENCY, "dir": args.dir,
                                                "concurrency": CONCURRENCY, "load": os.getloadavg()[0], "rows": rows,

@@ -252,10 +252,9 @@ async def _create(services: RunServices, config: RunConfig, child: ChildSetup | 
     )
     if policy.is_recursive:
         prepared.budget = await services.budget_for(trace)
-    await _append(services, prepared, Message.create(trace_id=trace.trace_id, role="system", content=system))
-    for message in messages:
-        if message.get("role") != "system":
-            await _append(services, prepared, _from_llm(trace.trace_id, message, prepared))
+    first = [Message.create(trace_id=trace.trace_id, role="system", content=system)]
+    first += [_from_llm(trace.trace_id, message, prepared) for message in messages if message.get("role") != "system"]
+    await _append_first(services, prepared, first)
     return prepared
 
 
@@ -379,6 +378,23 @@ def _from_llm(trace_id: str, message: dict[str, Any], prepared: RunState) -> Mes
         trace_id=trace_id, role=message["role"], content=content, goal_id=prepared.goal_id,
         tool_call_id=message.get("tool_call_id"), branch=prepared.branch,
     )
+
+
+async def _append_first(services: RunServices, prepared: RunState, messages: list[Message]) -> None:
+    """A new trace's first messages, each after the one before, in one write where the store has `add_messages`
+    (SQLite, PostgreSQL: one transaction instead of one per message)."""
+    add_all = getattr(services.store, "add_messages", None)
+    if add_all is None or prepared.head != 0 or len(messages) < 2:
+        for message in messages:
+            await _append(services, prepared, message)
+        return
+    for sequence, message in enumerate(messages):  # the trace is new: its messages are 1, 2, ... in this order
+        message.parent_sequence = sequence or None
+        message.branch = prepared.branch
+    await add_all(messages)
+    for message in messages:
+        prepared.record(message)
+        prepared.new_messages.append(message)
 
 
 async def _append(services: RunServices, prepared: RunState, message: Message) -> None:

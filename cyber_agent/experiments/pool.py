@@ -8,7 +8,8 @@ to its share of `concurrency` (`shares`: `concurrency // workers`, one more for 
 (`cyber_agent/experiments/engine.py:run_attempts`) under the engine's slots (`cell_slots`).
 
 Once every worker is ready, the driver hands cells out one at a time as a worker's slot frees
-(a slow worker gets fewer), counts what comes back for progress, and reads the final ledger
+(a slow worker gets fewer; those handed out in one turn of its loop travel together, as one pipe
+message or one streaming Ray call, and come back per cell), counts what comes back for progress, and reads the final ledger
 from the store: every record is written by the worker that ran the cell; only a cell's counts
 travel back. A worker's limiters see only its own cells: a policy that caps a provider
 explicitly is split between the workers (`LimitPolicy.divided`).
@@ -41,7 +42,7 @@ import os
 import pickle
 import threading
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -212,6 +213,29 @@ def _process_main(conn: Connection, setup: WorkerSetup) -> None:
     asyncio.run(_serve(conn, setup))
 
 
+class _Outbox:
+    """Messages for one pipe, sent as one list per turn of the loop: the cells that free a slot or finish
+    together (a wave of model replies) cost one pickle, one write and one wake-up of the other side."""
+
+    def __init__(self, conn: Connection, kind: str) -> None:
+        self._conn, self._kind = conn, kind
+        self._items: list[Any] = []
+
+    def put(self, item: Any) -> None:
+        if not self._items:
+            asyncio.get_running_loop().call_soon(self.flush)
+        self._items.append(item)
+
+    def flush(self) -> None:
+        """Send what is waiting now (also before a message that must come after it)."""
+        if self._items:
+            items, self._items = self._items, []
+            try:
+                self._conn.send((self._kind, items))
+            except OSError:  # the other side is gone; its end of the pipe reports that
+                pass
+
+
 async def _serve(conn: Connection, setup: WorkerSetup) -> None:
     if setup.environ is not None:
         os.environ.clear()
@@ -222,23 +246,27 @@ async def _serve(conn: Connection, setup: WorkerSetup) -> None:
         conn.send(("broken", _portable(exc)))
         return
     conn.send(("ready", None))
-    inbox: asyncio.Queue[tuple[int, CellJob] | None] = asyncio.Queue()
-    stop_watching = _watch(conn, inbox.put_nowait, lambda: inbox.put_nowait(None))  # None: stop, or the driver is gone
+    inbox: asyncio.Queue[list[tuple[int, CellJob]] | None] = asyncio.Queue()
+    stop_watching = _watch(conn, lambda message: inbox.put_nowait(None if message is None else message[1]),
+                           lambda: inbox.put_nowait(None))  # None: stop, or the driver is gone
+    results = _Outbox(conn, "results")
 
     async def one(ticket: int, job: CellJob) -> None:
         try:
             outcome = await worker.run(job)
         except Exception as exc:  # noqa: BLE001 - the driver raises it
-            conn.send(("raised", (ticket, _portable(exc))))
+            results.put((ticket, False, _portable(exc)))
         else:
-            conn.send(("done", (ticket, outcome)))
+            results.put((ticket, True, outcome))
 
     try:
         async with asyncio.TaskGroup() as group:
-            while (message := await inbox.get()) is not None:
-                group.create_task(one(*message))
+            while (jobs := await inbox.get()) is not None:
+                for ticket, job in jobs:
+                    group.create_task(one(ticket, job))
     finally:
         stop_watching()
+        results.flush()
         await worker.close()
         conn.send(("closed", worker.limits.states()))  # the store is flushed: the driver need not wait for the interpreter's exit
         conn.close()
@@ -268,6 +296,7 @@ class _ProcessWorker:
         self._ready: asyncio.Future[None] = self._loop.create_future()
         self._closed: asyncio.Future[dict[str, LimiterState]] = self._loop.create_future()
         self._dead: BaseException | None = None
+        self._jobs = _Outbox(self._conn, "jobs")
         self._stop_watching = _watch(self._conn, lambda message: self._deliver(*message), self._died)
 
     def _deliver(self, kind: str, body: Any) -> None:
@@ -278,10 +307,10 @@ class _ProcessWorker:
         elif kind == "broken":
             self._fail(body)
         else:
-            ticket, value = body
-            future = self._pending.pop(ticket)
-            if not future.done():
-                future.set_exception(value) if kind == "raised" else future.set_result(value)
+            for ticket, ok, value in body:
+                future = self._pending.pop(ticket)
+                if not future.done():
+                    future.set_result(value) if ok else future.set_exception(value)
 
     def _died(self) -> None:
         if self._closed.done():  # it said goodbye first: a normal end
@@ -308,7 +337,7 @@ class _ProcessWorker:
             raise self._dead
         ticket = next(self._tickets)
         future = self._pending[ticket] = self._loop.create_future()
-        self._conn.send((ticket, job))
+        self._jobs.put((ticket, job))
         outcome: CellOutcome = await future
         return outcome
 
@@ -316,6 +345,7 @@ class _ProcessWorker:
         states: dict[str, LimiterState] = {}
         if not abandon and self._dead is None:
             try:
+                self._jobs.flush()
                 self._conn.send(None)
                 states = await asyncio.wait_for(asyncio.shield(self._closed), 60.0)
             except (OSError, TimeoutError):
@@ -340,8 +370,21 @@ class _RayCellWorker:
     async def ready(self) -> bool:
         return True
 
-    async def run(self, job: CellJob) -> CellOutcome:
-        return await self.worker.run(job)
+    async def run_many(self, jobs: list[CellJob]) -> AsyncIterator[list[tuple[int, bool, Any]]]:
+        """Run `jobs` at once (the worker's slots bound them); yield (position, ok, outcome or error) as cells end,
+        all those that ended together in one item: one Ray call per batch, results still back per cell."""
+        async with asyncio.TaskGroup() as group:
+            tasks = {group.create_task(self._one(job)): position for position, job in enumerate(jobs)}
+            pending = set(tasks)
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                yield [(tasks[task], *task.result()) for task in done]
+
+    async def _one(self, job: CellJob) -> tuple[bool, Any]:
+        try:
+            return True, await self.worker.run(job)
+        except Exception as exc:  # noqa: BLE001 - the driver raises it for this cell
+            return False, _portable(exc)
 
     async def close(self) -> dict[str, LimiterState]:
         await self.worker.close()
@@ -349,28 +392,72 @@ class _RayCellWorker:
 
 
 class _RayWorker:
-    """The driver's handle on one Ray actor."""
+    """The driver's handle on one Ray actor.
+
+    The cells handed to it in one turn of the driver's loop go as one streaming call
+    (`_RayCellWorker.run_many`): an actor call costs more than a short cell's own CPU."""
 
     def __init__(self, ray: Any, actor: Any) -> None:
         self._ray = ray
         self._actor = actor
+        self._loop = asyncio.get_running_loop()
+        self._batch: list[tuple[asyncio.Future[CellOutcome], CellJob]] = []
+        self._streams: set[asyncio.Task[None]] = set()  # owned: cancelled by `close`
+        self._closing = False
+
+    def _translated(self, exc: BaseException) -> BaseException:
+        if isinstance(exc, self._ray.exceptions.RayActorError):
+            return RunError(_DIED.format(detail=f" (Ray: {exc})"))
+        if isinstance(exc, self._ray.exceptions.RayTaskError):
+            cause: BaseException = exc.as_instanceof_cause()
+            return cause
+        return exc
 
     async def _call(self, ref: Awaitable[Any]) -> Any:
         try:
             return await ref
-        except self._ray.exceptions.RayActorError as exc:
-            raise RunError(_DIED.format(detail=f" (Ray: {exc})")) from None
-        except self._ray.exceptions.RayTaskError as exc:
-            raise exc.as_instanceof_cause() from None
+        except (self._ray.exceptions.RayActorError, self._ray.exceptions.RayTaskError) as exc:
+            raise self._translated(exc) from None
 
     async def ready(self) -> None:
         await self._call(self._actor.ready.remote())
 
     async def run(self, job: CellJob) -> CellOutcome:
-        outcome: CellOutcome = await self._call(self._actor.run.remote(job))
-        return outcome
+        future: asyncio.Future[CellOutcome] = self._loop.create_future()
+        if not self._batch:
+            self._loop.call_soon(self._send)
+        self._batch.append((future, job))
+        return await future
+
+    def _send(self) -> None:
+        batch, self._batch = self._batch, []
+        if self._closing:  # handed out as the run was stopped: the actor is going away
+            for future, _ in batch:
+                future.cancel()
+            return
+        task = self._loop.create_task(self._stream(batch))
+        self._streams.add(task)
+        task.add_done_callback(self._streams.discard)
+
+    async def _stream(self, batch: list[tuple[asyncio.Future[CellOutcome], CellJob]]) -> None:
+        futures = [future for future, _ in batch]
+        try:
+            async for ref in self._actor.run_many.remote([job for _, job in batch]):
+                for position, ok, value in await ref:
+                    future = futures[position]
+                    if not future.done():
+                        future.set_result(value) if ok else future.set_exception(value)
+        except Exception as exc:  # noqa: BLE001 - the actor died or the call failed: every cell of it fails so
+            failure = self._translated(exc)
+            for future in futures:
+                if not future.done():
+                    future.set_exception(failure)
 
     async def close(self, *, abandon: bool) -> dict[str, LimiterState]:
+        self._closing = True
+        for task in list(self._streams):
+            task.cancel()
+        await asyncio.gather(*self._streams, return_exceptions=True)
         try:
             states: dict[str, LimiterState] = await self._call(self._actor.close.remote()) if not abandon else {}
         finally:
@@ -487,4 +574,4 @@ async def run_elsewhere(backend: Literal["process", "ray"], sweep: Sweep, todo: 
     # More workers than CPUs still all start (an actor asking for a whole CPU would wait for one forever).
     cpu_share = min(1.0, cpus / len(split)) if cpus > 0 else 0.0
     return await _run_on(lambda setup, number: _RayWorker(ray, actor_class.options(
-        max_concurrency=setup.cells_in_flight, num_cpus=cpu_share).remote(setup)), setups, todo, sweep, tracker)
+        max_concurrency=setup.cells_in_flight + 1, num_cpus=cpu_share).remote(setup)), setups, todo, sweep, tracker)

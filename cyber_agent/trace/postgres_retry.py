@@ -85,6 +85,16 @@ class RetriedWrites(SQLTraceStore):
             return SQLTraceStore.add_message(self, message)
         return await self._retrying(attempt)
 
+    async def add_messages(self, messages: Sequence[Message]) -> list[str]:
+        """`add_message` for each of `messages` (one trace), in order, in one transaction."""
+        given = [(message.sequence, message.message_id) for message in messages]
+
+        def attempt() -> Awaitable[list[str]]:
+            for message, (sequence, message_id) in zip(messages, given):
+                message.sequence, message.message_id = sequence, message_id
+            return SQLTraceStore.add_messages(self, messages)
+        return await self._retrying(attempt)
+
     async def update_message(self, message_id: str, **updates: Any) -> Message:
         """Update fields of a message other than its identity, tree position and counted numbers."""
         return await self._retrying(lambda: SQLTraceStore.update_message(self, message_id, **updates))

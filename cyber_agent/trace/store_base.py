@@ -649,36 +649,58 @@ class BaseTraceStore(BulkReads, SideRecordStore, ABC):
             validate_trace_id(trace_id)
         _check_counted_fields(message)
         with self._writing(trace_id) as hot:
-            total = hot.trace.total_messages
-            parent = message.parent_sequence
-            if parent is not None and not (type(parent) is int and 0 < parent <= total):
-                raise InvalidUpdateError(
-                    f"parent_sequence {parent!r} does not exist in trace {trace_id!r} (it has {total} messages)")
-            previous = (message.sequence, message.message_id)
-            message.assign(total + 1)
-            try:
-                data = encode_json(message, f"message of trace {trace_id!r}")
-                self._write_message(trace_id, message.sequence, data)
-            except BaseException:
-                message.sequence, message.message_id = previous
-                raise
-            affected = _account(hot.trace, hot.tree, message, utc_now())
-            hot.unflushed += 1
-            hot.goals_dirty = hot.goals_dirty or bool(affected)
-            try:
-                self._emit(hot, "message_added", message_added_payload(data, affected))
-            except BaseException:
-                # All or nothing: without its event the message is undone (_emit dropped the counted
-                # totals). A crash before the unlink leaves an orphan the next writer announces.
-                self._delete_message(trace_id, message.sequence)
-                message.sequence, message.message_id = previous
-                raise
-            if hot.unflushed >= self._checkpoint_every or time.monotonic() - hot.flushed_at >= self._checkpoint_interval:
-                try:
-                    self._checkpoint(hot)
-                except OSError:
-                    pass  # the add landed (file and event; readers count it); the next add checkpoints again
+            self._add_message_held(hot, trace_id, message)
         return message.message_id
+
+    async def add_messages(self, messages: Sequence[Message]) -> list[str]:
+        """`add_message` for each of `messages` (all of one trace), in order, in ONE write: the same records as the
+        calls one after the other, committed together by a transactional store (SQLite, PostgreSQL: one
+        transaction instead of one each). A message's `parent_sequence` may name one added before it here."""
+        if not messages:
+            return []
+        trace_id = messages[0].trace_id
+        if type(trace_id) is not str or trace_id not in self._hot:
+            validate_trace_id(trace_id)
+        for message in messages:
+            if message.trace_id != trace_id:
+                raise InvalidUpdateError(f"add_messages takes messages of one trace: {message.trace_id!r} is not {trace_id!r}")
+            _check_counted_fields(message)
+        with self._writing(trace_id) as hot:
+            for message in messages:
+                self._add_message_held(hot, trace_id, message)
+        return [message.message_id for message in messages]
+
+    def _add_message_held(self, hot: _Hot, trace_id: str, message: Message) -> None:
+        """The body of `add_message`, the trace's write open."""
+        total = hot.trace.total_messages
+        parent = message.parent_sequence
+        if parent is not None and not (type(parent) is int and 0 < parent <= total):
+            raise InvalidUpdateError(
+                f"parent_sequence {parent!r} does not exist in trace {trace_id!r} (it has {total} messages)")
+        previous = (message.sequence, message.message_id)
+        message.assign(total + 1)
+        try:
+            data = encode_json(message, f"message of trace {trace_id!r}")
+            self._write_message(trace_id, message.sequence, data)
+        except BaseException:
+            message.sequence, message.message_id = previous
+            raise
+        affected = _account(hot.trace, hot.tree, message, utc_now())
+        hot.unflushed += 1
+        hot.goals_dirty = hot.goals_dirty or bool(affected)
+        try:
+            self._emit(hot, "message_added", message_added_payload(data, affected))
+        except BaseException:
+            # All or nothing: without its event the message is undone (_emit dropped the counted
+            # totals). A crash before the unlink leaves an orphan the next writer announces.
+            self._delete_message(trace_id, message.sequence)
+            message.sequence, message.message_id = previous
+            raise
+        if hot.unflushed >= self._checkpoint_every or time.monotonic() - hot.flushed_at >= self._checkpoint_interval:
+            try:
+                self._checkpoint(hot)
+            except OSError:
+                pass  # the add landed (file and event; readers count it); the next add checkpoints again
 
     async def get_message(self, message_id: str) -> Message | None:
         """Return the message, or None."""

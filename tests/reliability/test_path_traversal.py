@@ -118,6 +118,7 @@ STORE_CALLS: dict[str, Callable[[BaseTraceStore, str], Any]] = {
     "add_goal": lambda s, bad: s.add_goal(bad, Goal(id="1", description="g")),
     "update_goal": lambda s, bad: s.update_goal(bad, "1", status="completed"),
     "add_message": lambda s, bad: s.add_message(Message.model_construct(trace_id=bad, role="user", content="x")),
+    "add_messages": lambda s, bad: s.add_messages([Message.model_construct(trace_id=bad, role="user", content="x")]),
     "get_trace_messages": lambda s, bad: s.get_trace_messages(bad),
     "get_main_path_messages": lambda s, bad: s.get_main_path_messages(bad),
     "get_messages_by_goal": lambda s, bad: s.get_messages_by_goal(bad, "1"),

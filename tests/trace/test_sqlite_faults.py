@@ -4,6 +4,7 @@ read command pointed at a file that does not exist. Each error names the file an
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import subprocess
 import sys
 import time
@@ -87,3 +88,34 @@ def test_show_and_list_on_a_missing_sqlite_file_create_nothing(tmp_path: Path, c
     assert not path.exists() and list(tmp_path.iterdir()) == []
     with pytest.raises(StoreError, match="a read never creates one"):
         open_store(path, create=False)
+
+
+def test_a_lock_held_for_a_moment_is_retried_at_once_before_any_sleep(tmp_path, monkeypatch):
+    """`_polled` (private: the wait is invisible through the API but for its speed): a lock another process's write
+    holds for ~0.1 ms is retried without sleeping for the first `_SPIN_S` — a sleep blocks a sweep worker's
+    event loop for its whole timer slack — and only a longer wait falls back to the doubling pauses."""
+    from types import SimpleNamespace
+
+    from cyber_agent.trace import sqlite_store
+
+    store = SQLiteTraceStore(tmp_path / "runs.db")
+    clock, sleeps = [1000.0], []
+    monkeypatch.setattr(sqlite_store, "time", SimpleNamespace(monotonic=lambda: clock[0], sleep=sleeps.append))
+    monkeypatch.setattr(sqlite_store, "_yield_cpu", lambda: None)
+
+    def held_for(tries: int, step: float):
+        seen = [0]
+
+        def statement() -> str:
+            seen[0] += 1
+            clock[0] += step
+            if seen[0] <= tries:
+                raise sqlite3.OperationalError("database is locked")
+            return "written"
+        return statement, seen
+
+    statement, seen = held_for(5, 0.00002)  # released 0.1 ms later: inside the spin
+    assert store._polled(statement, None) == "written" and seen[0] == 6 and sleeps == []
+    statement, seen = held_for(5, 0.0002)  # past the spin: the pauses start at the first one
+    assert store._polled(statement, None) == "written"
+    assert sleeps and sleeps[0] == sqlite_store._FIRST_PAUSE_S

@@ -203,3 +203,20 @@ async def test_a_run_step_with_an_inline_tool_is_two_transactions(tmp_path: Path
 
     # Per step: the reply with its exchange, then the tool's start with its result.
     assert await transactions(12) - await transactions(2) == 2 * 10
+
+
+async def test_a_one_reply_run_is_four_transactions(tmp_path: Path) -> None:
+    from cyber_agent.core.config import RunConfig
+    from cyber_agent.core.runner import AgentRunner
+    from cyber_agent.llm import ScriptedModel
+
+    store = SQLiteTraceStore(tmp_path / "runs.db")
+    ran: list[str] = []
+    store.connection().set_trace_callback(ran.append)
+    runner = AgentRunner(trace_store=store, llm_call=ScriptedModel(["done"]))
+    result = await runner.run_result([{"role": "user", "content": "say done"}], RunConfig())
+    store.connection().set_trace_callback(None)
+    assert result.status == "completed" and result.answer == "done"
+    # The trace; its system prompt and task together (`add_messages`); the reply with its exchange; the end.
+    assert sum(1 for sql in ran if sql.startswith("BEGIN")) == 4
+    assert [m.role for m in await store.get_trace_messages(result.trace.trace_id)] == ["system", "user", "assistant"]

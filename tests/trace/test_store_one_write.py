@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from cyber_agent.errors import InvalidUpdateError
 from cyber_agent.trace import GoalTree, Message, Trace
 from cyber_agent.trace.store_base import BaseTraceStore
 
@@ -113,3 +116,33 @@ async def test_this_instance_reads_its_deferred_events(store):
     assert [e.payload for e in await store.get_events(trace.trace_id)] == [{"stage": "a"}]
     records = await store.read_records([trace.trace_id])
     assert [e["type"] for e in records[0].events] == ["progress"]
+
+
+def _message_dumps(messages: list[Message]) -> list[dict[str, Any]]:
+    return [m.model_dump(mode="json", exclude={"trace_id", "message_id", *_TIMES}) for m in messages]
+
+
+async def test_add_messages_leaves_the_records_of_one_add_message_each(store, open_store):
+    one, two = await _two_traces(store)
+    batch = [Message.create(trace_id=one, role="system", content="rules", goal_id="1"),
+             Message.create(trace_id=one, role="user", content="task", goal_id="1", parent_sequence=1, prompt_tokens=7)]
+    ids = await store.add_messages(batch)
+    assert ids == [m.message_id for m in batch] and [m.sequence for m in batch] == [1, 2]
+    await store.add_message(Message.create(trace_id=two, role="system", content="rules", goal_id="1"))
+    await store.add_message(Message.create(trace_id=two, role="user", content="task", goal_id="1", parent_sequence=1,
+                                           prompt_tokens=7))
+    reader = open_store()  # a fresh reader: what was written
+    assert _masked(await reader.get_events(one)) == _masked(await reader.get_events(two))
+    assert _message_dumps(await reader.get_trace_messages(one)) == _message_dumps(await reader.get_trace_messages(two))
+    keep = {"trace_id", "created_at", "updated_at", "completed_at"}
+    assert (await reader.get_trace(one)).model_dump(exclude=keep) == (await reader.get_trace(two)).model_dump(exclude=keep)
+    assert _tree_dump(await reader.get_goal_tree(one)) == _tree_dump(await reader.get_goal_tree(two))
+    assert await store.add_messages([]) == []
+
+
+async def test_add_messages_refuses_messages_of_two_traces_and_writes_none(store):
+    one, two = await _two_traces(store)
+    with pytest.raises(InvalidUpdateError, match="one trace"):
+        await store.add_messages([Message.create(trace_id=one, role="user", content="a"),
+                                  Message.create(trace_id=two, role="user", content="b")])
+    assert await store.get_trace_messages(one) == [] == await store.get_trace_messages(two)

@@ -516,7 +516,7 @@ class FileSystemTraceStore(DeferredEventStore):
         """Each message file of `directory` parsed and handed to `builder` in sequence order; the files' texts by
         sequence (what the events' splice needs), or None when the names are not in sequence order."""
         raw: dict[int, bytes] = {}
-        loads, read, add = loads_json, self._read_bytes, builder.add_message
+        add, parsed = builder.add_message, self._message_file
         try:
             with os.scandir(directory) as found:
                 # `{trace_id}-{sequence:04d}.json`: shorter names first, then by name, is sequence order
@@ -526,13 +526,10 @@ class FileSystemTraceStore(DeferredEventStore):
             return raw
         last = 0
         for entry in entries:
-            data = read(entry.path)
-            if data is None:
+            read = parsed(entry.path)
+            if read is None:
                 continue
-            try:
-                message = loads(data)
-            except json.JSONDecodeError as exc:
-                raise CorruptRecordError(entry.path, f"invalid JSON ({exc.msg} at position {exc.pos})") from None
+            data, message = read
             sequence = message.get("sequence", 0)
             if not isinstance(sequence, int) or sequence <= last:
                 return None
@@ -545,7 +542,7 @@ class FileSystemTraceStore(DeferredEventStore):
         # The hot loop of big frames: plain bytes and one open per file, nothing else.
         out: list[JSONRecord] = []
         raw: dict[int, bytes] = {}
-        loads, read = loads_json, self._read_bytes
+        parsed = self._message_file
         try:
             entries = os.scandir(directory)
         except FileNotFoundError:
@@ -555,17 +552,25 @@ class FileSystemTraceStore(DeferredEventStore):
                 name = entry.name
                 # Names starting with '.' are temporary files of an in-flight write.
                 if name.endswith(".json") and not name.startswith("."):
-                    data = read(entry.path)
-                    if data is None:
+                    read = parsed(entry.path)
+                    if read is None:
                         continue
-                    try:
-                        message = loads(data)
-                    except json.JSONDecodeError as exc:
-                        raise CorruptRecordError(entry.path, f"invalid JSON ({exc.msg} at position {exc.pos})") from None
+                    data, message = read
                     out.append(message)
                     raw[message.get("sequence", 0)] = data
         out.sort(key=lambda m: m.get("sequence", 0))
         return out, raw
+
+    def _message_file(self, path: str) -> tuple[bytes, JSONRecord] | None:
+        """A message file's text and parsed record (None: the file went away meanwhile); invalid JSON is a
+        `CorruptRecordError` naming the file."""
+        data = self._read_bytes(path)
+        if data is None:
+            return None
+        try:
+            return data, loads_json(data)
+        except json.JSONDecodeError as exc:
+            raise CorruptRecordError(path, f"invalid JSON ({exc.msg} at position {exc.pos})") from None
 
     def _read_raw_events(self, path: str, raw: dict[int, bytes], messages: list[JSONRecord]) -> list[JSONRecord]:
         data = self._read_bytes(path)

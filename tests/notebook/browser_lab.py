@@ -198,6 +198,27 @@ RUN_ALL = """async () => {
   return command;
 }"""
 
+# Run the code cell at `index` (its position among all cells) of the current notebook; return at once (the
+# command's promise ends with the cell).
+RUN_CELL = """(index) => {
+  const app = window.jupyterapp;
+  app.shell.currentWidget.content.activeCellIndex = index;
+  void app.commands.execute('notebook:run-cell');
+}"""
+
+# The cell at `index` has finished (its execution count is set, its prompt no longer `[*]`).
+CELL_DONE = """(index) => {
+  const cell = window.jupyterapp.shell.currentWidget.content.widgets[index];
+  return cell.model.executionCount !== null && !cell.node.querySelector('.jp-InputPrompt').textContent.includes('*');
+}"""
+
+
+def run_cell(page: Any, index: int, seconds: float = 60) -> None:
+    """Run the code cell at `index` of the notebook open in `page` and wait until it has finished."""
+    page.evaluate(RUN_CELL, index)
+    page.wait_for_function(CELL_DONE, arg=index, timeout=seconds * 1000, polling=200)
+
+
 NOTEBOOK_READY = """() => {
   const app = window.jupyterapp;
   const panel = app && app.shell.currentWidget;

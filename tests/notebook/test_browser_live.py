@@ -31,7 +31,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from browser_lab import NOTEBOOK_READY, Lab, browser, lab_server, log_tail, notebook_root
+from browser_lab import CELL_DONE, NOTEBOOK_READY, RUN_CELL, Lab, browser, lab_server, log_tail, notebook_root, run_cell
 from nb_helpers import REPO
 
 pytestmark = pytest.mark.timeout(300)
@@ -119,21 +119,6 @@ RENDERED = """() => window.jupyterapp.shell.currentWidget.content.widgets
 OPENED = """() => { const panel = window.jupyterapp && window.jupyterapp.shell.currentWidget;
   return !!(panel && panel.context && panel.context.isReady && panel.content && panel.content.widgets.length); }"""
 
-# Run the code cell at `index` (its position among all cells); return at once (the command's promise ends with the cell).
-RUN_CELL = """(index) => {
-  const app = window.jupyterapp;
-  const panel = app.shell.currentWidget;
-  panel.content.activeCellIndex = index;
-  void app.commands.execute('notebook:run-cell');
-}"""
-
-# The cell at `index` has finished (its execution count is set, its prompt no longer `[*]`).
-CELL_DONE = """(index) => {
-  const panel = window.jupyterapp.shell.currentWidget;
-  const cell = panel.content.widgets[index];
-  return cell.model.executionCount !== null && !cell.node.querySelector('.jp-InputPrompt').textContent.includes('*');
-}"""
-
 # The cell at `index` is executing (JupyterLab marks its prompt `[*]`).
 RUNNING = """(index) => {
   const panel = window.jupyterapp.shell.currentWidget;
@@ -195,8 +180,7 @@ def page(lab: Lab, chromium: Any, tmp_path_factory: pytest.TempPathFactory) -> I
 
 def _run(page: Any, index: int, seconds: float = 60) -> str:
     page.evaluate(CLEAR_COUNT, index)
-    page.evaluate(RUN_CELL, index)
-    page.wait_for_function(CELL_DONE, arg=index, timeout=seconds * 1000, polling=200)
+    run_cell(page, index, seconds)
     return str(page.evaluate(OUTPUT_TEXT, index))
 
 
@@ -326,8 +310,7 @@ def test_a_notebook_saved_mid_run_reopens_with_the_latest_snapshots(lab: Lab, la
                timeout=30_000)
     first.wait_for_function(NOTEBOOK_READY, timeout=40_000, polling=250)
     for index in range(len(MIDRUN_CELLS)):  # each cell returns at once: the runs go on with the kernel idle
-        first.evaluate(RUN_CELL, index)
-        first.wait_for_function(CELL_DONE, arg=index, timeout=60_000, polling=200)
+        run_cell(first, index, 60)
     first.wait_for_function(MIDWAY, arg=SWEEP_CELLS, timeout=60_000, polling=200)
     seen = first.evaluate(MODEL_OUTPUTS)
     first.wait_for_timeout(1_200)  # more updates arrive with no cell running

@@ -17,7 +17,7 @@ from typing import Any
 import nbformat
 import pytest
 
-from browser_lab import NOTEBOOK_READY, Lab, browser, lab_server, log_tail, notebook_root
+from browser_lab import NOTEBOOK_READY, Lab, browser, lab_server, log_tail, notebook_root, run_cell
 from nb_helpers import REPO
 
 pytestmark = pytest.mark.timeout(300)
@@ -31,16 +31,6 @@ CELLS = [
     "r = await h.result()\nprint('status:', r.status)",
 ]
 
-RUN_CELL = """(index) => {
-  const app = window.jupyterapp;
-  const panel = app.shell.currentWidget;
-  panel.content.activeCellIndex = index;
-  void app.commands.execute('notebook:run-cell');
-}"""
-CELL_DONE = """(index) => {
-  const cell = window.jupyterapp.shell.currentWidget.content.widgets[index];
-  return cell.model.executionCount !== null && !cell.node.querySelector('.jp-InputPrompt').textContent.includes('*');
-}"""
 OUTPUT = "(index) => window.jupyterapp.shell.currentWidget.content.widgets[index].outputArea.node"
 # A child row (its path starts with a digit) marked running with a tool, in cell `index`'s tree view.
 RUNNING_CHILD = """(index) => {
@@ -70,11 +60,6 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         yield server
 
 
-def _run(page: Any, index: int, seconds: float = 60) -> None:
-    page.evaluate(RUN_CELL, index)
-    page.wait_for_function(CELL_DONE, arg=index, timeout=seconds * 1000, polling=200)
-
-
 def _text(page: Any, index: int) -> str:
     return str(page.evaluate(f"(index) => ({OUTPUT})(index).innerText", index))
 
@@ -87,8 +72,8 @@ def test_the_live_tree_marks_running_children_then_saves_its_final_snapshot(lab:
         page.goto(lab.url(NOTEBOOK), wait_until="domcontentloaded", timeout=30_000)
         page.wait_for_function(NOTEBOOK_READY, timeout=40_000, polling=250)
         try:
-            _run(page, 0)
-            _run(page, 1)  # returns once the root exists; the run goes on with the kernel idle
+            run_cell(page, 0)
+            run_cell(page, 1)  # returns once the root exists; the run goes on with the kernel idle
             out = page.locator(".jp-Cell").nth(1).locator(".jp-OutputArea")
             assert "Error" not in _text(page, 1), _text(page, 1)
             page.wait_for_function(RUNNING_CHILD, arg=1, timeout=60_000, polling=200)
@@ -112,7 +97,7 @@ def test_the_live_tree_marks_running_children_then_saves_its_final_snapshot(lab:
             page.keyboard.press("Enter")
             assert "1.1 selected" in out.locator(".ca-status").inner_text()
 
-            _run(page, 2, seconds=150)
+            run_cell(page, 2, seconds=150)
             assert "status: completed" in _text(page, 2)
             page.wait_for_function(f"(index) => !({OUTPUT})(index).querySelector('.jupyter-widgets')", arg=1,
                                    timeout=20_000, polling=200)

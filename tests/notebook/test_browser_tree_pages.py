@@ -22,7 +22,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from browser_lab import NOTEBOOK_READY, Lab, browser, lab_server, log_tail, notebook_root
+from browser_lab import CELL_DONE, NOTEBOOK_READY, RUN_CELL, Lab, browser, lab_server, log_tail, notebook_root, run_cell
 from nb_helpers import REPO
 
 from cyber_agent.notebook.sample_tree import write_sample_tree
@@ -32,15 +32,6 @@ pytestmark = pytest.mark.timeout(300)
 
 NOTEBOOK = "tree_pages.ipynb"
 LIMIT = 20
-RUN_CELL = """(index) => {
-  const app = window.jupyterapp;
-  app.shell.currentWidget.content.activeCellIndex = index;
-  void app.commands.execute('notebook:run-cell');
-}"""
-CELL_DONE = """(index) => {
-  const cell = window.jupyterapp.shell.currentWidget.content.widgets[index];
-  return cell.model.executionCount !== null && !cell.node.querySelector('.jp-InputPrompt').textContent.includes('*');
-}"""
 HEADLINE_IS = """(text) => {
   const h = window.jupyterapp.shell.currentWidget.content.widgets[0].outputArea.node.querySelector('.ca-page .ca-headline');
   return !!h && h.textContent === text;
@@ -150,8 +141,7 @@ def test_a_click_beyond_the_page_limit_fetches_the_page_from_the_kernel(setup: t
         page.goto(f"{lab.base}/lab/workspaces/pages/tree/{NOTEBOOK}?token={lab.token}", wait_until="domcontentloaded", timeout=30_000)
         page.wait_for_function(NOTEBOOK_READY, timeout=40_000, polling=250)
         try:
-            page.evaluate(RUN_CELL, 0)
-            page.wait_for_function(CELL_DONE, arg=0, timeout=60_000, polling=200)
+            run_cell(page, 0, 60)
             out = page.locator(".jp-Cell").nth(0).locator(".jp-OutputArea")
             box = out.locator(".ca-tree-box")
             box.locator(".ca-row").first.wait_for()
@@ -215,16 +205,14 @@ def test_a_live_view_and_its_final_view_fetch_pages_beyond_the_limit(setup: tupl
         page.wait_for_function(NOTEBOOK_READY, timeout=40_000, polling=250)
         try:
             for index in (0, 1):  # the launch cell returns once the root exists; the run goes on, the kernel idle
-                page.evaluate(RUN_CELL, index)
-                page.wait_for_function(CELL_DONE, arg=index, timeout=60_000, polling=200)
+                run_cell(page, index, 60)
             out = page.locator(".jp-Cell").nth(1).locator(".jp-OutputArea")
             row = page.wait_for_function(LEFT_OUT_ROW, arg=1, timeout=60_000, polling=200).json_value()
             page.wait_for_function(CLICK_ROW, arg=[1, row[0]], timeout=10_000, polling=100)  # in the page: a redraw may come
             page.wait_for_function(PAGE_OF, arg=[1, row[1]], timeout=30_000, polling=100)
             print("page fetched while the run went on:", page.evaluate(LIVE_STATUS, 1))
 
-            page.evaluate(RUN_CELL, 2)
-            page.wait_for_function(CELL_DONE, arg=2, timeout=150_000, polling=200)
+            run_cell(page, 2, 150)
             said = page.evaluate("(i) => window.jupyterapp.shell.currentWidget.content.widgets[i].outputArea.node.innerText", 2)
             assert "status: completed" in said, said
             page.wait_for_function(f"(index) => !({LIVE_STATUS})(index)", arg=1, timeout=20_000, polling=200)
